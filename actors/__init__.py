@@ -83,3 +83,7 @@ __all__ = [
     "unregister",
     "whereis",
 ]
+
+# Importing the submodule `actors.node` binds it over the function of the same
+# name; Erlang's node() is the function, so bind it back.
+from actors.api import node  # noqa: F811

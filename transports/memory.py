@@ -167,6 +167,12 @@ class MemoryTransport:
         self._out.pop(peer, None)
         if sid is None:
             return
+        # frames of this session still in flight (delayed) never arrive
+        now = gevent.get_hub().loop.now()
+        self._inbox = deque(
+            item for item in self._inbox
+            if not (item[2] == peer and item[3] == sid and item[0] > now)
+        )
         self._transmit(peer, _CLOSE, sid, "connection_closed")
         self._enqueue(0.0, _CLOSE, peer, sid, reason)
 
@@ -177,10 +183,10 @@ class MemoryTransport:
         self._wake.set()
 
     def _dispatch_loop(self) -> None:
-        inbox = self._inbox
         loop = gevent.get_hub().loop
         faults = self.net.faults
         while not self.closed:
+            inbox = self._inbox
             if not inbox:
                 self._wake.clear()
                 self._wake.wait()

@@ -6,7 +6,7 @@ import pytest
 
 import actors
 from actors import Node, Pid
-from tests.actors.helpers import collect, echo_loop, nothing_more, wait_forever
+from tests.actors.helpers import collect, echo_loop, nothing_more
 
 
 def test_send_to_dead_unknown_or_old_creation_pid_is_silent(a: Node, b: Node) -> None:
