@@ -207,7 +207,7 @@ def start(
     kind, value = result
     if kind == "DOWN":
         value = ("error", value)
-    failed = value != "ignore" and not (isinstance(value, tuple) and value[0] == "ok")
+    failed = not (isinstance(value, tuple) and value[0] == "ok")
     if failed and link and caller.trap_exit:
         # the child is gone; like proc_lib, do not leave its EXIT behind
         caller.actor_inbox.remove_first(_exit_from(pid))
