@@ -1,0 +1,149 @@
+"""The `ra_machine` behaviour (spec §9) as a Python base class.
+
+A machine is deterministic: `apply` must give the same state, reply and
+effects on every member, because every member applies every committed entry.
+Effects are Erlang-shaped tuples (``("send_msg", to, msg)``,
+``("release_cursor", idx, state)``, ``"garbage_collection"`` ...) so a trace
+reads like Ra's; `ra.effects` decides which member executes each one.
+
+Machines may subclass `Machine` or just provide the same method names
+(duck typing); the server core calls the module-level helpers below, which
+fall back to the behaviour's defaults when a method is absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+Effect = Any
+Effects = list[Effect]
+
+
+class Machine:
+    """Base class carrying the defaults of the callback table in spec §9."""
+
+    def init(self, config: dict[str, Any]) -> Any:
+        """Initial machine state; only called when no snapshot is recovered."""
+        raise NotImplementedError
+
+    def apply(self, meta: dict[str, Any], command: Any, state: Any) -> tuple[Any, ...]:
+        """Return ``(state, reply)`` or ``(state, reply, effects_or_effect)``."""
+        raise NotImplementedError
+
+    def state_enter(self, ra_state: str, state: Any) -> Effects:
+        """Called on every member for every Raft state entered (and ``eol``)."""
+        return []
+
+    def tick(self, time_ms: int, state: Any) -> Effects:
+        """Called on the leader only, every ``tick_timeout``."""
+        return []
+
+    def init_aux(self, name: str) -> Any:
+        return None
+
+    def handle_aux(
+        self, ra_state: str, kind: Any, cmd: Any, aux_state: Any, int_state: Any
+    ) -> tuple[Any, ...]:
+        """Per-member, non-replicated side state. Default: ignore the command."""
+        return ("no_reply", aux_state, int_state)
+
+    def overview(self, state: Any) -> Any:
+        return state
+
+    def version(self) -> int:
+        return 0
+
+    def which_module(self, version: int) -> Machine:
+        """The machine implementation to use for `version` (default: self)."""
+        return self
+
+    def snapshot_installed(
+        self, meta: dict[str, Any], state: Any, old_meta: Any, old_state: Any
+    ) -> Effects:
+        return []
+
+    def live_indexes(self, state: Any) -> list[int]:
+        """Indexes that must survive snapshotting; ``[]`` is plain Raft truncation."""
+        return []
+
+
+def flatten(effects: Any) -> Effects:
+    """Flatten nested effect lists in order; a single effect becomes a list.
+
+    Ra accepts one effect or an arbitrarily nested list and executes them
+    depth-first, left to right.
+    """
+    out: Effects = []
+    _flatten_into(effects, out)
+    return out
+
+
+def _flatten_into(effects: Any, out: Effects) -> None:
+    if isinstance(effects, list):
+        for eff in effects:
+            _flatten_into(eff, out)
+    elif effects is None:
+        return
+    else:
+        out.append(effects)
+
+
+def normalise_apply_result(result: Any) -> tuple[Any, Any, Effects]:
+    """Turn `apply`'s 2- or 3-tuple into ``(state, reply, flat_effects)``."""
+    if not isinstance(result, tuple) or len(result) not in (2, 3):
+        raise TypeError(f"machine apply must return (state, reply[, effects]), got {result!r}")
+    if len(result) == 2:
+        return result[0], result[1], []
+    return result[0], result[1], flatten(result[2])
+
+
+def call_apply(
+    machine: Any, meta: dict[str, Any], command: Any, state: Any
+) -> tuple[Any, Any, Effects]:
+    return normalise_apply_result(machine.apply(meta, command, state))
+
+
+def call_state_enter(machine: Any, ra_state: str, state: Any) -> Effects:
+    fun = getattr(machine, "state_enter", None)
+    return flatten(fun(ra_state, state)) if fun is not None else []
+
+
+def call_tick(machine: Any, time_ms: int, state: Any) -> Effects:
+    fun = getattr(machine, "tick", None)
+    return flatten(fun(time_ms, state)) if fun is not None else []
+
+
+def version(machine: Any) -> int:
+    fun = getattr(machine, "version", None)
+    return int(fun()) if fun is not None else 0
+
+
+def which_module(machine: Any, ver: int) -> Any:
+    fun = getattr(machine, "which_module", None)
+    return fun(ver) if fun is not None else machine
+
+
+def overview(machine: Any, state: Any) -> Any:
+    fun = getattr(machine, "overview", None)
+    return fun(state) if fun is not None else state
+
+
+def live_indexes(machine: Any, state: Any) -> Iterable[int]:
+    fun = getattr(machine, "live_indexes", None)
+    return fun(state) if fun is not None else []
+
+
+class SimpleMachine(Machine):
+    """``{simple, Fun/2, InitialState}``: replies with the new state after each command."""
+
+    def __init__(self, fun: Any, initial_state: Any) -> None:
+        self._fun = fun
+        self._initial = initial_state
+
+    def init(self, config: dict[str, Any]) -> Any:
+        return self._initial
+
+    def apply(self, meta: dict[str, Any], command: Any, state: Any) -> tuple[Any, ...]:
+        new_state = self._fun(command, state)
+        return (new_state, new_state)

@@ -1,0 +1,937 @@
+"""The pure Ra server core: ``ra_server``'s handlers without the process.
+
+Each ``handle_<state>(msg, state)`` returns ``(next_raft_state, state,
+effects)``. The caller (a process shell, the simulation, a test) owns the
+state, sets ``state.now_ms`` before each event, executes the effects, emits
+``state_enter`` on transitions (`handle_state_enter`) and persists
+``current_term``/``voted_for`` synchronously whenever they changed, before
+executing any effect: a vote must be durable before it is granted.
+
+Events are the wire records of `ra.types` (bare, or as ``(peer_id, reply)``
+for AER/heartbeat/snapshot replies as Ra casts them) and Erlang-shaped
+tuples: ``("command", cmd)``, ``("commands", [cmd])``,
+``("ra_log_event", evt)``, ``("transfer_leadership", id)`` and the atoms
+``"election_timeout"``, ``"await_condition_timeout"``, ``"pipeline_rpcs"``,
+``"try_become_leader"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ra import machine as ra_machine
+from ra.apply import apply_to
+from ra.log import WalDown
+from ra.replication import (
+    append_entries_reply,
+    cast_reply,
+    evaluate_quorum,
+    fetch_term,
+    initialise_peers,
+    make_all_rpcs,
+    make_pipelined_rpc_effects,
+    make_rpcs,
+)
+from ra.state import (
+    WAL_DOWN_CONDITION_TIMEOUT,
+    Condition,
+    Peer,
+    ServerState,
+    dehydrate,
+    get_membership,
+    hydrate,
+    required_quorum,
+)
+from ra.types import (
+    AFTER_LOG_APPEND,
+    AWAIT_CONDITION,
+    CANDIDATE,
+    FOLLOWER,
+    LEADER,
+    NOOP,
+    NOREPLY,
+    NOTIFY,
+    PRE_VOTE,
+    RA_CLUSTER_CHANGE,
+    RA_JOIN,
+    RA_LEAVE,
+    RA_PROTO_VERSION,
+    RECEIVE_SNAPSHOT,
+    USR,
+    VOTER,
+    AppendEntriesReply,
+    AppendEntriesRpc,
+    Entry,
+    HeartbeatReply,
+    HeartbeatRpc,
+    InstallSnapshotResult,
+    InstallSnapshotRpc,
+    PreVoteResult,
+    PreVoteRpc,
+    RequestVoteResult,
+    RequestVoteRpc,
+    ServerId,
+    noop,
+)
+
+Effects = list[Any]
+Result = tuple[str, ServerState, Effects]
+
+#: Returned instead of a Raft state when a removed leader must stop (``{stop, normal}``).
+STOP = "stop"
+
+
+class LeaderSawAppendEntriesInSameTerm(AssertionError):
+    """Two leaders in one term: Raft's election safety was violated."""
+
+
+class LeaderSawHeartbeatInSameTerm(AssertionError):
+    """Two leaders in one term, seen through a heartbeat."""
+
+
+# ---------------------------------------------------------------------------
+# term / vote bookkeeping
+# ---------------------------------------------------------------------------
+
+
+def update_term_and_voted_for(term: int, voted_for: ServerId | None, s: ServerState) -> None:
+    s.current_term = term
+    s.voted_for = voted_for
+
+
+def update_term(term: int | None, s: ServerState) -> None:
+    """Adopt a higher term, forgetting the vote of the old one."""
+    if term is not None and term > s.current_term:
+        update_term_and_voted_for(term, None, s)
+
+
+def is_candidate_log_up_to_date(idx: int, term: int, last: tuple[int, int]) -> bool:
+    """Raft §5.4.1 against the last *appended* entry."""
+    last_idx, last_term = last
+    return term > last_term or (term == last_term and idx >= last_idx)
+
+
+def _unsupported(msg: Any) -> Effects:
+    # answered only if the event was a call; dropped for casts
+    return [("reply", ("error", ("unsupported_call", msg)))]
+
+
+# ---------------------------------------------------------------------------
+# dispatch and state enter
+# ---------------------------------------------------------------------------
+
+
+def handle(raft_state: str, msg: Any, s: ServerState, now_ms: int | None = None) -> Result:
+    """Dispatch `msg` to the handler of `raft_state`."""
+    if now_ms is not None:
+        s.now_ms = now_ms
+    handler = _HANDLERS.get(raft_state)
+    if handler is None:
+        raise ValueError(f"no pure handler for raft state {raft_state!r}")
+    return handler(msg, s)
+
+
+def handle_state_enter(raft_state: str, old_state: str, s: ServerState) -> Effects:
+    """Raft-level enter hook plus the machine's ``state_enter`` effects."""
+    if raft_state == LEADER:
+        if old_state != AWAIT_CONDITION:
+            s.cluster_change_permitted = False
+    elif raft_state == FOLLOWER:
+        for peer in s.cluster.values():
+            peer.status = "normal"
+    return ra_machine.call_state_enter(s.cfg.effective_machine_module, raft_state, s.machine_state)
+
+
+def tick(raft_state: str, s: ServerState) -> Effects:
+    """``tick_timeout``: the leader re-sends to stale peers and ticks the machine."""
+    if raft_state == LEADER:
+        rpcs = make_rpcs(s)
+        mac = ra_machine.call_tick(s.cfg.effective_machine_module, s.now_ms, s.machine_state)
+        return rpcs + mac + [("aux", "tick")]
+    if raft_state in (FOLLOWER, AWAIT_CONDITION):
+        return [("aux", "tick")]
+    return []
+
+
+def is_new(s: ServerState) -> bool:
+    return s.log.is_new() and s.log.snapshot_index_term() is None
+
+
+def recover(s: ServerState) -> None:
+    """Replay committed entries with effects discarded, then adopt the newest
+    cluster change of the uncommitted tail (spec §13.5, §18 step 5)."""
+    apply_to(s.commit_index, s, [])
+    last_idx, _ = s.log.last_index_term()
+    for idx, term, cmd in s.log.fold(s.last_applied + 1, last_idx):
+        if isinstance(cmd, tuple) and cmd and cmd[0] == RA_CLUSTER_CHANGE:
+            s.cluster = hydrate(cmd[2])
+            s.membership = get_membership(s.cluster, s.cfg.id, s.cfg.uid, s.membership)
+            s.cluster_change_permitted = True
+            s.cluster_index_term = (idx, term)
+
+
+# ---------------------------------------------------------------------------
+# elections (spec §6)
+# ---------------------------------------------------------------------------
+
+
+def call_for_election(target: str, s: ServerState, effects: Effects | None = None) -> Result:
+    effects = effects or []
+    last_idx, last_term = s.log.last_index_term()
+    peer_ids = list(s.peers())
+    if target == CANDIDATE:
+        new_term = s.current_term + 1
+        reqs = [
+            (p, RequestVoteRpc(term=new_term, candidate_id=s.id,
+                               last_log_index=last_idx, last_log_term=last_term))
+            for p in peer_ids
+        ]
+        update_term_and_voted_for(new_term, s.id, s)
+        s.leader_id = None
+        s.votes = 0
+        self_vote = RequestVoteResult(term=new_term, vote_granted=True)
+        return CANDIDATE, s, [("next_event", "cast", self_vote),
+                              ("send_vote_requests", reqs), *effects]
+    token = s.rng.getrandbits(64)
+    term = s.current_term
+    reqs = [
+        (p, PreVoteRpc(machine_version=s.cfg.machine_version, term=term, token=token,
+                       candidate_id=s.id, last_log_index=last_idx, last_log_term=last_term))
+        for p in peer_ids
+    ]
+    # voted_for := self for the current term; the term itself is unchanged
+    update_term_and_voted_for(term, s.id, s)
+    s.leader_id = None
+    s.votes = 0
+    s.pre_vote_token = token
+    self_vote = PreVoteResult(term=term, token=token, vote_granted=True)
+    return PRE_VOTE, s, [("next_event", "cast", self_vote), ("send_vote_requests", reqs), *effects]
+
+
+def process_pre_vote(fsm_state: str, rpc: PreVoteRpc, s: ServerState) -> Result:
+    """Answer a pre-vote; never sets ``voted_for`` (thesis §9.6)."""
+    if rpc.term < s.current_term:
+        return fsm_state, s, [("reply", PreVoteResult(s.current_term, rpc.token, False))]
+    update_term(rpc.term, s)
+    up_to_date = is_candidate_log_up_to_date(
+        rpc.last_log_index, rpc.last_log_term, s.log.last_index_term()
+    )
+    cfg = s.cfg
+    their, eff, ours = rpc.machine_version, cfg.effective_machine_version, cfg.machine_version
+    if up_to_date and rpc.version > RA_PROTO_VERSION:
+        return fsm_state, s, [("reply", PreVoteResult(rpc.term, rpc.token, False))]
+    if up_to_date and (their == eff or eff <= their <= ours):
+        return fsm_state, s, [("reply", PreVoteResult(rpc.term, rpc.token, True))]
+    if up_to_date:
+        return fsm_state, s, [("reply", PreVoteResult(rpc.term, rpc.token, False)),
+                              "start_election_timeout"]
+    if fsm_state == FOLLOWER:
+        # this server is the better candidate: no reply, start its own timer
+        return fsm_state, s, ["start_election_timeout"]
+    return fsm_state, s, [("reply", PreVoteResult(rpc.term, rpc.token, False))]
+
+
+def post_election_effects(s: ServerState) -> Effects:
+    """The new leader's noop (spec §6.4)."""
+    strategy = s.cfg.system_config.get("machine_upgrade_strategy", "all")
+    if not s.peers() or strategy == "quorum":
+        ver = ra_machine.version(s.cfg.machine)
+    else:
+        ver = s.cfg.effective_machine_version
+    return [("next_event", "cast", ("command", noop(s.now_ms, ver)))]
+
+
+def _become_leader(s: ServerState) -> Result:
+    s.leader_id = s.id
+    initialise_peers(s)
+    s.votes = 0
+    return LEADER, s, post_election_effects(s)
+
+
+# ---------------------------------------------------------------------------
+# leader
+# ---------------------------------------------------------------------------
+
+
+def _step_down(term: int, s: ServerState, effects: Effects) -> Result:
+    s.leader_id = None
+    update_term(term, s)
+    return FOLLOWER, s, effects
+
+
+def handle_leader(msg: Any, s: ServerState) -> Result:
+    cur = s.current_term
+    match msg:
+        case (peer_id, AppendEntriesReply(term=term, success=True) as reply) if term == cur:
+            return _leader_aer_success(peer_id, reply, s)
+        case (peer_id, AppendEntriesReply(term=term)) if term > cur:
+            if peer_id not in s.cluster:
+                return LEADER, s, []
+            return _step_down(term, s, [])
+        case (peer_id, AppendEntriesReply(success=False) as reply):
+            if peer_id not in s.cluster:
+                return LEADER, s, []
+            return _leader_aer_failure(peer_id, reply, s)
+        case ("command", cmd):
+            return _leader_command(cmd, s)
+        case ("commands", cmds):
+            return _leader_commands(cmds, s)
+        case ("ra_log_event", ("written", _, _) as evt):
+            effects = s.log.handle_event(evt)
+            effects = evaluate_quorum(s, effects)
+            return LEADER, s, [("next_event", "info", "pipeline_rpcs"), *effects]
+        case ("ra_log_event", evt):
+            return LEADER, s, s.log.handle_event(evt)
+        case "pipeline_rpcs":
+            more, effects = make_pipelined_rpc_effects(s, [])
+            if more:
+                effects = [("next_event", "info", "pipeline_rpcs"), *effects]
+            return LEADER, s, effects
+        case (peer_id, InstallSnapshotResult(term=term)) if term > cur:
+            if peer_id not in s.cluster:
+                return LEADER, s, []
+            return _step_down(term, s, [])
+        case (peer_id, InstallSnapshotResult(last_index=last_index)):
+            peer = s.cluster.get(peer_id)
+            if peer is None:
+                return LEADER, s, []
+            effects: Effects = []
+            if isinstance(peer.status, tuple) and peer.status[0] == "sending_snapshot":
+                effects.append(("demonitor", "process", peer.status[1]))
+            peer.status = "normal"
+            peer.match_index = last_index
+            peer.commit_index_sent = last_index
+            peer.next_index = last_index + 1
+            effects = maybe_promote_peer(peer_id, s, effects)
+            _, effects = make_pipelined_rpc_effects(s, effects)
+            return LEADER, s, effects
+        case InstallSnapshotRpc(term=term, leader_id=leader) if term > cur:
+            if leader not in s.cluster:
+                return LEADER, s, []
+            return _step_down(term, s, [("next_event", msg)])
+        case AppendEntriesRpc(term=term) if term > cur:
+            return _step_down(term, s, [("next_event", msg)])
+        case AppendEntriesRpc(term=term) if term == cur:
+            raise LeaderSawAppendEntriesInSameTerm(f"{s.cfg.log_id}: term {term}")
+        case AppendEntriesRpc(leader_id=leader_id):
+            reply = append_entries_reply(cur, False, s)
+            return LEADER, s, [cast_reply(s.id, leader_id, reply)]
+        case HeartbeatRpc(term=term) if term > cur:
+            return _step_down(term, s, [("next_event", msg)])
+        case HeartbeatRpc(term=term, query_index=qi, leader_id=leader_id) if term < cur:
+            return LEADER, s, [cast_reply(s.id, leader_id, HeartbeatReply(qi, cur))]
+        case HeartbeatRpc(term=term):
+            raise LeaderSawHeartbeatInSameTerm(f"{s.cfg.log_id}: term {term}")
+        case (peer_id, HeartbeatReply(term=term)):
+            if term > cur:
+                return _step_down(term, s, [])
+            # consistent queries are not modelled: a confirmation changes nothing
+            return LEADER, s, []
+        case RequestVoteRpc(term=term, candidate_id=cand) if term > cur:
+            if cand not in s.cluster:
+                return LEADER, s, []
+            return _step_down(term, s, [("next_event", msg)])
+        case RequestVoteRpc():
+            return LEADER, s, [("reply", RequestVoteResult(cur, False))]
+        case PreVoteRpc(term=term, candidate_id=cand) if term > cur:
+            if cand not in s.cluster:
+                return LEADER, s, []
+            return _step_down(term, s, [("next_event", msg)])
+        case PreVoteRpc():
+            # a live leader answers a canvassing member with AERs, not a vote
+            return LEADER, s, make_all_rpcs(s)
+        case RequestVoteResult() | PreVoteResult():
+            return LEADER, s, []
+        case ("transfer_leadership", target):
+            return _transfer_leadership(target, s)
+    return LEADER, s, _unsupported(msg)
+
+
+def _leader_aer_success(peer_id: ServerId, reply: AppendEntriesReply, s: ServerState) -> Result:
+    peer = s.cluster.get(peer_id)
+    if peer is None:
+        return LEADER, s, []
+    peer.match_index = max(peer.match_index, reply.last_index)
+    peer.next_index = max(peer.next_index, reply.next_index)
+    effects = maybe_promote_peer(peer_id, s, [])
+    effects = evaluate_quorum(s, effects)
+    effects = [("next_event", "info", "pipeline_rpcs"), *effects]
+    if s.id in s.cluster:
+        return LEADER, s, effects
+    if s.commit_index >= s.cluster_index_term[0]:
+        # removed from the cluster and the removal is committed: push the
+        # commit index out and stop
+        _, effects = make_pipelined_rpc_effects(s, effects)
+        return STOP, s, effects
+    return LEADER, s, effects
+
+
+def _leader_aer_failure(peer_id: ServerId, reply: AppendEntriesReply, s: ServerState) -> Result:
+    peer = s.cluster[peer_id]
+    term = s.log.fetch_term(reply.last_index)
+    if term is None:
+        peer.next_index = reply.next_index
+    elif term == reply.last_term and reply.last_index >= peer.match_index:
+        peer.match_index = reply.last_index
+        peer.next_index = reply.next_index
+    elif reply.last_index < peer.match_index:
+        # the peer lost data it had confirmed
+        peer.match_index = reply.last_index
+        peer.next_index = reply.last_index + 1
+    else:
+        peer.next_index = max(min(peer.next_index - 1, reply.last_index), peer.match_index + 1)
+    _, effects = make_pipelined_rpc_effects(s, [])
+    return LEADER, s, effects
+
+
+def _cmd_from(cmd: Any) -> Any:
+    if isinstance(cmd, tuple) and len(cmd) == 4 and isinstance(cmd[1], dict):
+        return cmd[1].get("from")
+    return None
+
+
+def append_error_reply(cmd: Any, reason: Any, effects: Effects) -> Effects:
+    from_ = _cmd_from(cmd)
+    if from_ is not None:
+        return [("reply", from_, ("error", reason)), *effects]
+    return effects
+
+
+def after_log_append_reply(cmd: Any, idx: int, term: int, effects: Effects) -> Effects:
+    from_ = _cmd_from(cmd)
+    if from_ is not None and cmd[3] == AFTER_LOG_APPEND:
+        return [("reply", from_, ("wrap_reply", (idx, term))), *effects]
+    return effects
+
+
+def _wal_down_condition(_msg: Any, s: ServerState) -> bool:
+    return s.log.can_write()
+
+
+def _wal_down(s: ServerState, effects: Effects) -> Result:
+    others = list(s.peers())
+    cond_effects: Effects = (
+        [("next_event", "cast", ("transfer_leadership", others[0]))] if others else []
+    )
+    s.condition = Condition(
+        predicate=_wal_down_condition,
+        transition_to=LEADER,
+        timeout_effects=cond_effects,
+        timeout_transition_to=LEADER,
+        duration=WAL_DOWN_CONDITION_TIMEOUT,
+        name="wal_down",
+    )
+    return AWAIT_CONDITION, s, effects
+
+
+def _leader_command(cmd: Any, s: ServerState) -> Result:
+    outcome = append_log_leader(cmd, s)
+    if outcome[0] == "not_appended":
+        reason = outcome[1]
+        effects = append_error_reply(cmd, reason, [])
+        if reason == "wal_down":
+            return _wal_down(s, effects)
+        return LEADER, s, effects
+    _, idx, term = outcome
+    force = isinstance(cmd, tuple) and cmd[0] == NOOP
+    _, effects = make_pipelined_rpc_effects(s, [], force)
+    return LEADER, s, after_log_append_reply(cmd, idx, term, effects)
+
+
+def _leader_commands(cmds: list[Any], s: ServerState) -> Result:
+    """A flushed batch of low-priority user commands: one pipelining pass."""
+    effects: Effects = []
+    for cmd in cmds:
+        outcome = append_log_leader(cmd, s)
+        if outcome[0] == "not_appended":
+            return _wal_down(s, effects)
+        _, idx, term = outcome
+        effects = after_log_append_reply(cmd, idx, term, effects)
+    _, effects = make_pipelined_rpc_effects(s, effects)
+    return LEADER, s, effects
+
+
+def ensure_promotion_target(voter: dict[str, Any] | None, s: ServerState) -> Any:
+    if voter is None or voter.get("membership") != "promotable":
+        return voter
+    if "uid" not in voter:
+        return ("error", "missing_uid")
+    if "target" in voter:
+        return voter
+    # the change is appended at the next index, so the target is reachable
+    return {**voter, "target": s.log.next_index()}
+
+
+def append_log_leader(cmd: Any, s: ServerState) -> tuple[Any, ...]:
+    """Append one command; joins and leaves become full cluster changes."""
+    tag = cmd[0] if isinstance(cmd, tuple) and cmd else None
+    if tag in (RA_JOIN, RA_LEAVE) and not s.cluster_change_permitted:
+        return ("not_appended", "cluster_change_not_permitted")
+    if tag == RA_JOIN:
+        _, meta, joining, mode = cmd
+        if isinstance(joining, dict):
+            sid = joining["id"]
+            if "voter_status" in joining:
+                status = joining["voter_status"]
+            else:
+                status = {k: joining[k] for k in ("membership", "uid", "target") if k in joining}
+        else:
+            # legacy join: a bare server id joins as a voter
+            sid, status = joining, None
+            if sid in s.cluster:
+                return ("not_appended", "already_member")
+        voter = ensure_promotion_target(status or None, s)
+        if isinstance(voter, tuple):
+            return ("not_appended", voter[1])
+        existing = s.cluster.get(sid)
+        if existing is not None and existing.voter_status == voter:
+            return ("not_appended", "already_member")
+        new_cluster = dict(s.cluster)
+        if existing is not None:
+            new_cluster[sid] = Peer(
+                next_index=existing.next_index, match_index=existing.match_index,
+                query_index=existing.query_index, commit_index_sent=existing.commit_index_sent,
+                status=existing.status, voter_status=voter,
+                machine_version=existing.machine_version,
+            )
+        else:
+            new_cluster[sid] = Peer(voter_status=voter)
+        return append_cluster_change(new_cluster, meta, mode, s)
+    if tag == RA_LEAVE:
+        _, meta, leaving, mode = cmd
+        if leaving not in s.cluster:
+            return ("not_appended", "not_member")
+        new_cluster = {sid: p for sid, p in s.cluster.items() if sid != leaving}
+        return append_cluster_change(new_cluster, meta, mode, s)
+    idx = s.log.next_index()
+    try:
+        s.log.append((idx, s.current_term, cmd))
+    except WalDown:
+        return ("not_appended", "wal_down")
+    return ("ok", idx, s.current_term)
+
+
+def append_cluster_change(
+    cluster: dict[ServerId, Peer], meta: Any, mode: Any, s: ServerState
+) -> tuple[Any, ...]:
+    """Append the full new config and switch to it at once, before commit."""
+    idx = s.log.next_index()
+    term = s.current_term
+    command = (RA_CLUSTER_CHANGE, meta, dehydrate(cluster), mode)
+    try:
+        s.log.append((idx, term, command))
+    except WalDown:
+        return ("not_appended", "wal_down")
+    prev_idx, prev_term = s.cluster_index_term
+    s.previous_cluster = (prev_idx, prev_term, s.cluster)
+    s.cluster = cluster
+    s.cluster_change_permitted = False
+    s.cluster_index_term = (idx, term)
+    return ("ok", idx, term)
+
+
+def maybe_promote_peer(peer_id: ServerId, s: ServerState, effects: Effects) -> Effects:
+    peer = s.cluster.get(peer_id)
+    vs = peer.voter_status if peer is not None else None
+    if peer is None or vs is None or vs.get("membership") != "promotable":
+        return effects
+    if peer.match_index >= vs.get("target", 0):
+        join = (RA_JOIN, {"ts": s.now_ms},
+                {"id": peer_id, "voter_status": {**vs, "membership": VOTER}}, NOREPLY)
+        return [("next_event", ("command", join)), *effects]
+    return effects
+
+
+def _transfer_leadership_condition(msg: Any, s: ServerState) -> bool:
+    match msg:
+        case AppendEntriesRpc(term=term) | InstallSnapshotRpc(term=term):
+            return term > s.current_term
+    return False
+
+
+def _transfer_leadership(target: ServerId, s: ServerState) -> Result:
+    if target == s.id:
+        return LEADER, s, [("reply", "already_leader")]
+    peer = s.cluster.get(target)
+    if peer is None:
+        return LEADER, s, [("reply", ("error", "unknown_member"))]
+    if not peer.is_voter():
+        return LEADER, s, [("reply", ("error", "non_voter"))]
+    if peer.next_index != s.log.next_index():
+        return LEADER, s, [("reply", ("error", "not_up_to_date"))]
+    s.condition = Condition(
+        predicate=_transfer_leadership_condition,
+        transition_to=FOLLOWER,
+        timeout_effects=[],
+        timeout_transition_to=LEADER,
+        name="transfer_leadership",
+    )
+    return AWAIT_CONDITION, s, [("reply", "ok"), ("send_msg", target, "election_timeout", "cast")]
+
+
+# ---------------------------------------------------------------------------
+# candidate and pre_vote
+# ---------------------------------------------------------------------------
+
+
+def handle_candidate(msg: Any, s: ServerState) -> Result:
+    cur = s.current_term
+    match msg:
+        case RequestVoteResult(term=term, vote_granted=True) if term == cur:
+            s.votes += 1
+            if s.votes == required_quorum(s.cluster):
+                return _become_leader(s)
+            return CANDIDATE, s, []
+        case RequestVoteResult(term=term) if term > cur:
+            update_term_and_voted_for(term, None, s)
+            return FOLLOWER, s, []
+        case RequestVoteResult() | PreVoteResult():
+            return CANDIDATE, s, []
+        case AppendEntriesRpc(term=term) | HeartbeatRpc(term=term) if term >= cur:
+            update_term_and_voted_for(term, None, s)
+            return FOLLOWER, s, [("next_event", msg)]
+        case AppendEntriesRpc(leader_id=leader_id):
+            return CANDIDATE, s, [cast_reply(s.id, leader_id, append_entries_reply(cur, False, s))]
+        case HeartbeatRpc(leader_id=leader_id, query_index=qi):
+            return CANDIDATE, s, [cast_reply(s.id, leader_id, HeartbeatReply(qi, cur))]
+        case (_, HeartbeatReply(term=term) | AppendEntriesReply(term=term)) if term > cur:
+            update_term_and_voted_for(term, None, s)
+            return FOLLOWER, s, []
+        case RequestVoteRpc(term=term) | PreVoteRpc(term=term) if term > cur:
+            update_term_and_voted_for(term, None, s)
+            return FOLLOWER, s, [("next_event", msg)]
+        case RequestVoteRpc():
+            return CANDIDATE, s, [("reply", RequestVoteResult(cur, False))]
+        case PreVoteRpc():
+            return process_pre_vote(CANDIDATE, msg, s)
+        case InstallSnapshotRpc(term=term) if term >= cur:
+            s.votes = 0
+            return FOLLOWER, s, [("next_event", msg)]
+        case InstallSnapshotRpc(meta=meta):
+            reply = InstallSnapshotResult(cur, meta["index"], meta["term"])
+            return CANDIDATE, s, [("reply", reply)]
+        case ("ra_log_event", evt):
+            return CANDIDATE, s, s.log.handle_event(evt)
+        case "election_timeout":
+            return call_for_election(CANDIDATE, s)
+    return CANDIDATE, s, _unsupported(msg)
+
+
+def handle_pre_vote(msg: Any, s: ServerState) -> Result:
+    cur = s.current_term
+    match msg:
+        case AppendEntriesRpc(term=term) | HeartbeatRpc(term=term) if term >= cur:
+            update_term(term, s)
+            s.votes = 0
+            return FOLLOWER, s, [("next_event", msg)]
+        case HeartbeatRpc(leader_id=leader_id, query_index=qi):
+            return PRE_VOTE, s, [cast_reply(s.id, leader_id, HeartbeatReply(qi, cur))]
+        case (_, HeartbeatReply(term=term)) if term > cur:
+            update_term(term, s)
+            s.votes = 0
+            return FOLLOWER, s, []
+        case RequestVoteRpc(term=term) if term > cur:
+            update_term(term, s)
+            s.votes = 0
+            return FOLLOWER, s, [("next_event", msg)]
+        case PreVoteResult(term=term) if term > cur:
+            update_term(term, s)
+            s.votes = 0
+            return FOLLOWER, s, []
+        case InstallSnapshotRpc(term=term) if term >= cur:
+            s.votes = 0
+            return FOLLOWER, s, [("next_event", msg)]
+        case PreVoteResult(term=term, vote_granted=True, token=token) if (
+            term == cur and token == s.pre_vote_token and s.membership == VOTER
+        ):
+            s.votes += 1
+            if s.votes == required_quorum(s.cluster):
+                return call_for_election(CANDIDATE, s)
+            return PRE_VOTE, s, []
+        case PreVoteResult() | RequestVoteResult():
+            return PRE_VOTE, s, []
+        case PreVoteRpc():
+            return process_pre_vote(PRE_VOTE, msg, s)
+        case "election_timeout":
+            return call_for_election(PRE_VOTE, s)
+        case ("ra_log_event", evt):
+            return PRE_VOTE, s, s.log.handle_event(evt)
+    return PRE_VOTE, s, _unsupported(msg)
+
+
+# ---------------------------------------------------------------------------
+# follower
+# ---------------------------------------------------------------------------
+
+
+def drop_existing(
+    entries: tuple[Entry, ...], prev_idx: int, s: ServerState
+) -> tuple[list[Entry], int]:
+    """Skip leading entries the log already holds with the same term."""
+    last_valid = prev_idx
+    for pos, (idx, term, _) in enumerate(entries):
+        if not s.log.exists(idx, term):
+            return list(entries[pos:]), last_valid
+        last_valid = idx
+    return [], last_valid
+
+
+def has_log_entry_or_snapshot(idx: int, term: int, s: ServerState) -> str:
+    found = s.log.fetch_term(idx)
+    if found is None:
+        snap = s.log.snapshot_index_term()
+        if snap is not None and snap[0] == idx:
+            return "entry_ok" if snap[1] == term else "term_mismatch"
+        return "missing"
+    return "entry_ok" if found == term else "term_mismatch"
+
+
+def evaluate_commit_index_follower(s: ServerState, effects: Effects) -> Result:
+    """Apply up to ``min(last appended, commit_index)``: a follower may apply
+    entries it has not fsynced yet, because the leader holds a durable quorum."""
+    if s.leader_id is None:
+        return FOLLOWER, s, effects
+    last_idx, _ = s.log.last_index_term()
+    before = s.last_applied
+    effects = apply_to(min(last_idx, s.commit_index), s, effects)
+    if s.last_applied > before:
+        effects = [("aux", "eval"), *effects]
+    return FOLLOWER, s, effects
+
+
+def pre_append_log_follower(entry: Entry, s: ServerState) -> None:
+    """Adopt cluster changes at append time; revert one that is overwritten."""
+    idx, term, cmd = entry
+    is_change = isinstance(cmd, tuple) and cmd and cmd[0] == RA_CLUSTER_CHANGE
+    ci_idx, ci_term = s.cluster_index_term
+    if idx == ci_idx and term != ci_term:
+        if is_change:
+            s.cluster = hydrate(cmd[2])
+            s.membership = get_membership(s.cluster, s.id, s.cfg.uid, s.membership)
+            s.cluster_index_term = (idx, term)
+            return
+        assert s.previous_cluster is not None, "overwritten config without a previous one"
+        p_idx, p_term, p_cluster = s.previous_cluster
+        s.cluster = p_cluster
+        s.membership = get_membership(p_cluster, s.id, s.cfg.uid, s.membership)
+        s.cluster_index_term = (p_idx, p_term)
+        pre_append_log_follower(entry, s)
+        return
+    if is_change:
+        s.previous_cluster = (ci_idx, ci_term, s.cluster)
+        s.cluster = hydrate(cmd[2])
+        s.membership = get_membership(s.cluster, s.id, s.cfg.uid, s.membership)
+        s.cluster_index_term = (idx, term)
+
+
+def _follower_catchup(original_reason: str) -> Any:
+    def predicate(msg: Any, s: ServerState) -> bool:
+        match msg:
+            case AppendEntriesRpc(term=term, prev_log_index=pli, prev_log_term=plt) if (
+                term >= s.current_term
+            ):
+                found = has_log_entry_or_snapshot(pli, plt, s)
+                if found == "entry_ok":
+                    return True
+                # a missing entry may be followed by a mismatch: leave to handle it
+                return found == "term_mismatch" and original_reason == "missing"
+            case InstallSnapshotRpc(term=term, meta=meta) if term >= s.current_term:
+                return bool(meta["index"] >= s.log.next_index())
+        return False
+
+    return predicate
+
+
+def _follower_aer(rpc: AppendEntriesRpc, s: ServerState) -> Result:
+    effects0: Effects = [("record_leader_msg", rpc.leader_id)]
+    s.leader_id = rpc.leader_id
+    update_term(rpc.term, s)
+    term = rpc.term
+    found = has_log_entry_or_snapshot(rpc.prev_log_index, rpc.prev_log_term, s)
+    if found == "entry_ok":
+        entries, last_valid = drop_existing(rpc.entries, rpc.prev_log_index, s)
+        if not entries:
+            local_last, _ = s.log.last_index_term()
+            if not rpc.entries and local_last > rpc.prev_log_index:
+                # an empty AER resets the end of the log to the leader's
+                assert rpc.prev_log_index >= s.last_applied
+                s.log.set_last_index(rpc.prev_log_index)
+                validated = True
+            else:
+                validated = local_last <= last_valid
+            if validated:
+                s.commit_index = rpc.leader_commit
+                next_state, s, effects = evaluate_commit_index_follower(s, effects0)
+                reply = append_entries_reply(term, True, s)
+                return next_state, s, [cast_reply(s.id, rpc.leader_id, reply), *effects]
+            # only duplicates, and the local log is longer than they prove:
+            # confirm what is proven so a leader resending after a mismatch progresses
+            valid = max(s.last_applied, last_valid)
+            valid_term = fetch_term(valid, s)
+            assert valid_term is not None
+            reply = AppendEntriesReply(s.current_term, True, valid + 1, valid, valid_term)
+            return FOLLOWER, s, [cast_reply(s.id, rpc.leader_id, reply)]
+        assert entries[0][0] >= s.last_applied, "writing below the last applied index"
+        s.commit_index = rpc.leader_commit
+        for entry in entries:
+            pre_append_log_follower(entry, s)
+        try:
+            s.log.write(entries)
+        except WalDown:
+            s.condition = Condition(predicate=_wal_down_condition, name="wal_down")
+            return AWAIT_CONDITION, s, effects0
+        # no reply now: the WAL's `written` event triggers it (§7.4)
+        return evaluate_commit_index_follower(s, effects0)
+    if found == "missing":
+        reply = append_entries_reply(term, False, s)
+        effects = [cast_reply(s.id, rpc.leader_id, reply), *effects0]
+        s.condition = Condition(
+            predicate=_follower_catchup("missing"),
+            timeout_effects=list(effects),
+            name="catchup_missing",
+        )
+        return AWAIT_CONDITION, s, effects
+    # term mismatch: rewind the reply to last_applied, which is committed
+    la_term = fetch_term(s.last_applied, s)
+    assert la_term is not None
+    reply = AppendEntriesReply(term, False, s.last_applied + 1, s.last_applied, la_term)
+    effects = [cast_reply(s.id, rpc.leader_id, reply), *effects0]
+    s.condition = Condition(
+        predicate=_follower_catchup("term_mismatch"),
+        timeout_effects=list(effects),
+        name="catchup_term_mismatch",
+    )
+    return AWAIT_CONDITION, s, effects
+
+
+def handle_follower(msg: Any, s: ServerState) -> Result:
+    cur = s.current_term
+    match msg:
+        case AppendEntriesRpc(term=term) if term >= cur:
+            return _follower_aer(msg, s)
+        case AppendEntriesRpc(leader_id=leader_id):
+            return FOLLOWER, s, [cast_reply(s.id, leader_id, append_entries_reply(cur, False, s))]
+        case HeartbeatRpc(term=term, leader_id=leader_id, query_index=qi) if term >= cur:
+            update_term(term, s)
+            s.leader_id = leader_id
+            return FOLLOWER, s, [cast_reply(s.id, leader_id, HeartbeatReply(qi, term))]
+        case HeartbeatRpc(leader_id=leader_id, query_index=qi):
+            return FOLLOWER, s, [cast_reply(s.id, leader_id, HeartbeatReply(qi, cur))]
+        case ("ra_log_event", evt):
+            before = s.log.last_written()
+            effects = s.log.handle_event(evt)
+            if s.log.last_written() != before and s.leader_id is not None:
+                reply = append_entries_reply(cur, True, s)
+                return FOLLOWER, s, [cast_reply(s.id, s.leader_id, reply), *effects]
+            return FOLLOWER, s, effects
+        case PreVoteRpc() if s.membership != VOTER:
+            return FOLLOWER, s, []
+        case PreVoteRpc():
+            return process_pre_vote(FOLLOWER, msg, s)
+        case RequestVoteRpc() if s.membership != VOTER:
+            return FOLLOWER, s, []
+        case RequestVoteRpc(term=term, candidate_id=cand) if (
+            term == cur and s.voted_for is not None and s.voted_for != cand
+        ):
+            return FOLLOWER, s, [("reply", RequestVoteResult(term, False))]
+        case RequestVoteRpc(term=term, candidate_id=cand) if term >= cur:
+            update_term(term, s)
+            if is_candidate_log_up_to_date(
+                msg.last_log_index, msg.last_log_term, s.log.last_index_term()
+            ):
+                update_term_and_voted_for(term, cand, s)
+                return FOLLOWER, s, [("reply", RequestVoteResult(term, True))]
+            return FOLLOWER, s, [("reply", RequestVoteResult(term, False))]
+        case RequestVoteRpc():
+            return FOLLOWER, s, [("reply", RequestVoteResult(cur, False))]
+        case (_, AppendEntriesReply(term=term) | HeartbeatReply(term=term)):
+            update_term(max(term, cur), s)
+            return FOLLOWER, s, []
+        case InstallSnapshotRpc(term=term, meta=meta) if term < cur:
+            return FOLLOWER, s, [("reply", InstallSnapshotResult(cur, meta["index"], meta["term"]))]
+        case RequestVoteResult() | PreVoteResult():
+            return FOLLOWER, s, []
+        case "election_timeout" | "try_become_leader":
+            if s.membership != VOTER:
+                return FOLLOWER, s, []
+            return call_for_election(PRE_VOTE, s)
+    return FOLLOWER, s, _unsupported(msg)
+
+
+# ---------------------------------------------------------------------------
+# await_condition
+# ---------------------------------------------------------------------------
+
+
+def condition_timeout_ms(s: ServerState) -> int:
+    """State timeout armed on entering ``await_condition``."""
+    if s.condition is not None and s.condition.duration is not None:
+        return s.condition.duration
+    return s.cfg.await_condition_timeout
+
+
+def handle_await_condition(msg: Any, s: ServerState) -> Result:
+    cond = s.condition
+    assert cond is not None, "await_condition without a condition"
+    match msg:
+        case RequestVoteRpc():
+            return FOLLOWER, s, [("next_event", msg)]
+        case PreVoteRpc():
+            return process_pre_vote(AWAIT_CONDITION, msg, s)
+        case "election_timeout":
+            if s.membership != VOTER:
+                return AWAIT_CONDITION, s, []
+            s.condition = None
+            return call_for_election(PRE_VOTE, s)
+        case "await_condition_timeout":
+            s.condition = None
+            if cond.predicate(msg, s):
+                return cond.transition_to, s, []
+            return cond.timeout_transition_to, s, list(cond.timeout_effects)
+        case ("ra_log_event", evt):
+            return AWAIT_CONDITION, s, s.log.handle_event(evt)
+    if cond.predicate(msg, s):
+        s.condition = None
+        return cond.transition_to, s, [("next_event", msg)]
+    return AWAIT_CONDITION, s, []
+
+
+# ---------------------------------------------------------------------------
+# commands that reach a non-leader (spec §4)
+# ---------------------------------------------------------------------------
+
+
+def command_not_leader(
+    raft_state: str, priority: str, command: tuple[Any, Any, Any], s: ServerState
+) -> Effects:
+    """What a non-leader does with a *cast* ``{command, Prio, {Type, Data, Mode}}``.
+
+    Notifying commands are rejected with a leader hint when one is known (in
+    ``await_condition`` always, with no hint); fire-and-forget commands are
+    forwarded to a known leader from follower/receive_snapshot, else dropped.
+    """
+    cmd_type, data, mode = command
+    if isinstance(mode, tuple) and len(mode) == 3 and mode[0] == NOTIFY:
+        _, corr, pid = mode
+        if raft_state == AWAIT_CONDITION:
+            return [("send_ra_event", pid, ("rejected", ("not_leader", None, corr)))]
+        if s.leader_id is not None and s.leader_id != s.id:
+            return [("send_ra_event", pid, ("rejected", ("not_leader", s.leader_id, corr)))]
+        return []
+    if (
+        mode == NOREPLY
+        and raft_state in (FOLLOWER, RECEIVE_SNAPSHOT)
+        and cmd_type == USR
+        and s.leader_id is not None
+    ):
+        return [("cast", s.leader_id, ("command", priority, (USR, data, NOREPLY)))]
+    return []
+
+
+_HANDLERS = {
+    LEADER: handle_leader,
+    FOLLOWER: handle_follower,
+    CANDIDATE: handle_candidate,
+    PRE_VOTE: handle_pre_vote,
+    AWAIT_CONDITION: handle_await_condition,
+}
