@@ -134,6 +134,7 @@ def _loop(proc: Process, mod: GenServer, state: Any, parent: Pid, extra: Any) ->
                 state, extra = _dispatch(proc, mod, state, parent, "continue", extra[1])
                 continue
         msg = inbox.get(timeout)
+        proc.check_alive()  # a kill clears the mailbox and may wake us with nothing
         if msg is EMPTY:
             state, extra = _dispatch(proc, mod, state, parent, "info", "timeout")
             continue

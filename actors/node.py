@@ -38,7 +38,6 @@ __all__ = ["NoProc", "Node", "new_creation"]
 
 log = logging.getLogger("warren.node")
 
-_STRICT_COPY = os.environ.get("WARREN_STRICT_COPY") == "1"
 _DEAD_SERIAL = 0
 
 
@@ -97,8 +96,14 @@ class Node:
         clock: Clock | None = None,
         creation: int | None = None,
         data_dir: str | None = None,
+        strict_copy: bool | None = None,
     ) -> None:
         self.name = name
+        # Round-trip local messages through pickle (spec §3.6), so that a
+        # message that could never cross a node boundary fails in unit tests.
+        if strict_copy is None:
+            strict_copy = os.environ.get("WARREN_STRICT_COPY") == "1"
+        self.strict_copy = strict_copy
         self.creation = creation if creation is not None else new_creation(data_dir, name)
         self.clock: Clock = clock or GeventClock()
         self.transport = transport
@@ -276,7 +281,7 @@ class Node:
 
     def send(self, dest: Any, msg: Any) -> None:
         """Erlang's `!`: asynchronous; silent for pids, raises for a missing local name."""
-        if _STRICT_COPY:
+        if self.strict_copy:
             msg = pickle.loads(pickle.dumps(msg, protocol=5))
         t = type(dest)
         if t is Pid:

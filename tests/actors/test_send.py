@@ -87,7 +87,22 @@ def _link_send_die(dest: Pid) -> None:
 
 
 def test_local_messages_are_passed_by_reference_unless_strict_copy(a: Node) -> None:
+    a.strict_copy = False
     with a.attached() as me:
         payload = {"k": [1, 2]}
         actors.send(me.pid, payload)
         assert actors.receive(100) is payload
+
+
+def test_strict_copy_mode_round_trips_local_messages() -> None:
+    node = Node("strict@127.0.0.1:1", strict_copy=True).start()
+    try:
+        with node.attached() as me:
+            payload = {"k": [1, 2]}
+            actors.send(me.pid, payload)
+            got = actors.receive(100)
+            assert got == payload and got is not payload
+            with pytest.raises(Exception):  # pickle raises several error types
+                actors.send(me.pid, lambda: None)
+    finally:
+        node.stop()
