@@ -1,0 +1,704 @@
+"""``rabbit_fifo`` machine version 7 (RabbitMQ 4.0-4.2) as a pure Ra machine.
+
+`RabbitFifo` is duck-typed against Ra's machine behaviour (ra.md §9): ``init``,
+``apply``, ``state_enter``, ``tick``, ``overview``, ``version``,
+``which_module`` and the aux callbacks. ``apply`` is deterministic: time comes
+only from ``meta["system_time"]`` and nothing is read from the outside world,
+so every member that applies the same log reaches the same state and emits
+the same effects (which Ra then executes or drops per member).
+
+The state is updated in place and returned; callers that need an earlier
+state keep a `fifo.records.copy_state` copy.
+
+Effect order follows spec §4.5/§4.6 (monitor first, incoming effects, expiry,
+deliveries, then length-limit effects; credit replies after deliveries).
+Upstream v7 accumulates effects by prepending and reverses them, so its raw
+order differs in places the spec declares non-normative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from fifo import dlx, mc
+from fifo import queries as q
+from fifo.aux import AuxState, handle_aux, init_aux
+from fifo.commands import get_msg, make_settle
+from fifo.consumers import (
+    activate_next_consumer,
+    active_consumer,
+    cancel_consumer,
+    complete,
+    consumer_id,
+    consumer_key_from_id,
+    credit_api_v2,
+    find_consumer,
+    get_priority,
+    increase_credit,
+    maybe_queue_consumer,
+    return_all,
+    return_one,
+    sort_waiting,
+    update_consumer,
+    update_consumer_active_effect,
+    update_or_remove_con,
+)
+from fifo.delivery import (
+    LimitView,
+    checkout,
+    checkout_one,
+    evaluate_limit,
+    get_next_msg,
+    is_over_limit,
+    limit_view,
+    messages_ready,
+)
+from fifo.effects import (
+    DELIVERY_SEND_MSG_OPTS,
+    cancel_consumer_handler,
+    mod_call,
+    monitor_node,
+    monitor_process,
+    send_msg,
+)
+from fifo.fifo_q import FifoQ, PriorityTag
+from fifo.msg import (
+    Header,
+    get_header,
+    incr_msg,
+    make_msg,
+    msg_header,
+    msg_idx,
+    update_header,
+)
+from fifo.records import (
+    Cfg,
+    Consumer,
+    Enqueuer,
+    RabbitFifoState,
+    erl_sorted,
+)
+from fifo.serial_number import add as serial_add
+from fifo.serial_number import diff as serial_diff
+
+__all__ = ["MACHINE_VERSION", "RabbitFifo"]
+
+MACHINE_VERSION = 7
+SUPPORTED_VERSIONS = (4, 5, 6, 7)
+
+Meta = Mapping[str, Any]
+Result = tuple[RabbitFifoState, Any] | tuple[RabbitFifoState, Any, list[Any]]
+
+
+def _apply_config(conf: Mapping[str, Any], s: RabbitFifoState) -> None:
+    """Replace every cfg field from `conf`, defaults for absent keys (spec §2.4)."""
+    limit = conf.get("delivery_limit")
+    if isinstance(limit, int | float) and limit < 0:
+        limit = None
+    sac = conf.get("single_active_consumer_on", False)
+    if sac not in (True, False):
+        raise ValueError(f"single_active_consumer_on must be a boolean: {sac!r}")
+    s.cfg = Cfg(
+        name=s.cfg.name,
+        resource=s.cfg.resource,
+        dead_letter_handler=conf.get("dead_letter_handler"),
+        become_leader_handler=conf.get("become_leader_handler"),
+        overflow_strategy=conf.get("overflow_strategy", "drop_head"),
+        max_length=conf.get("max_length"),
+        max_bytes=conf.get("max_bytes"),
+        consumer_strategy="single_active" if sac else "competing",
+        delivery_limit=limit,
+        expires=conf.get("expires"),
+        msg_ttl=conf.get("msg_ttl"),
+    )
+    # v7 resets last_active on every update, even to undefined (fixed in v8)
+    s.last_active = conf.get("created")
+
+
+def _priority_tag(raw: Any) -> PriorityTag:
+    p = mc.priority(raw)
+    return "hi" if isinstance(p, int) and p > 4 else "no"
+
+
+def _expiry_header(ts: int, raw: Any, size: int, cfg: Cfg) -> Header:
+    """Per-queue and per-message TTL; v7 gives raw (non-container) bodies none."""
+    if not mc.is_mc(raw):
+        return size
+    ttls = [t for t in (cfg.msg_ttl, mc.ttl(raw)) if t is not None]
+    if not ttls:
+        return size
+    ttl = min(ttls)
+    expiry = ts + 1 if ttl == 0 else ts + ttl
+    return update_header("expiry", lambda e: e, expiry, size)
+
+
+def _delivery_count_header(raw: Any, header: Header) -> Header:
+    count = mc.get_annotation("delivery_count", raw)
+    if count is None:
+        return header
+    return update_header("delivery_count", lambda _: count, count, header)
+
+
+def _normalise_size(size: Any) -> tuple[int, int]:
+    if isinstance(size, int):
+        return (0, size)
+    return size
+
+
+def _link_credit_snd(dc_rcv: int, credit_rcv: int, dc_snd: int, c: Consumer) -> int:
+    if credit_api_v2(c.cfg):
+        return max(0, serial_diff(serial_add(dc_rcv, credit_rcv), dc_snd))
+    return max(0, dc_rcv + credit_rcv - dc_snd)
+
+
+class RabbitFifo:
+    """The quorum-queue machine; one instance serves any number of queues."""
+
+    def __init__(self, machine_version: int = MACHINE_VERSION,
+                 clock: Callable[[], int] | None = None) -> None:
+        if machine_version not in SUPPORTED_VERSIONS:
+            raise ValueError(f"unsupported rabbit_fifo machine version {machine_version}")
+        self.machine_version = machine_version
+        # Aux decisions (checkpoint intervals, expiry timers) need wall-clock
+        # time; it is injected so the machine itself never reads a clock.
+        self.clock = clock
+
+    # --- ra_machine callbacks ----------------------------------------------------------------
+
+    def version(self) -> int:
+        return self.machine_version
+
+    def which_module(self, version: int) -> RabbitFifo:
+        if version in SUPPORTED_VERSIONS:
+            return self if version == self.machine_version else RabbitFifo(version, self.clock)
+        raise ValueError(f"no rabbit_fifo module for machine version {version}")
+
+    def init(self, config: Mapping[str, Any]) -> RabbitFifoState:
+        s = RabbitFifoState(cfg=Cfg(name=config["name"], resource=config["queue_resource"]))
+        _apply_config(config, s)
+        return s
+
+    def overview(self, s: RabbitFifoState) -> dict[str, Any]:
+        return q.overview(s)
+
+    def init_aux(self, name: Any) -> AuxState:
+        return init_aux(name, self._now())
+
+    def handle_aux(self, ra_state: str, kind: Any, cmd: Any, aux: AuxState,
+                   ra_aux: Any) -> tuple[Any, ...]:
+        return handle_aux(ra_state, kind, cmd, aux, ra_aux, self._now())
+
+    def _now(self) -> int:
+        return self.clock() if self.clock is not None else 0
+
+    def tick(self, ts: int, s: RabbitFifoState) -> list[Any]:
+        qname = s.cfg.resource
+        if q.is_expired(ts, s):
+            return [mod_call("rabbit_quorum_queue", "spawn_deleter", [qname])]
+        return [("aux", ("handle_tick", [qname, q.overview(s), q.all_nodes(s)]))]
+
+    def state_enter(self, ra_state: str, s: RabbitFifoState) -> list[Any]:
+        dlx_effects = dlx.state_enter(ra_state, s.cfg.dead_letter_handler, s.dlx)
+        if ra_state == "leader":
+            return self._enter_leader(s, dlx_effects)
+        if ra_state == "eol":
+            pids = dict.fromkeys(s.enqueuers)
+            pids.update(dict.fromkeys(c.cfg.pid for c in s.consumers.values()))
+            pids.update(dict.fromkeys(c.cfg.pid for _, c in s.waiting_consumers))
+            return [*(send_msg(p, "eol", "ra_event") for p in erl_sorted(pids)), ("aux", "eol"),
+                    *dlx_effects]
+        return dlx_effects
+
+    def _enter_leader(self, s: RabbitFifoState, dlx_effects: list[Any]) -> list[Any]:
+        pids = dict.fromkeys(s.enqueuers)
+        pids.update(dict.fromkeys(c.cfg.pid for c in s.consumers.values()))
+        pids.update(dict.fromkeys(c.cfg.pid for _, c in s.waiting_consumers))
+        ordered = erl_sorted(pids)
+        nodes = erl_sorted(dict.fromkeys(p.node for p in ordered))
+        effects: list[Any] = [
+            expiry_timer_on_election(s),
+            *dlx_effects,
+            *(monitor_process(p) for p in ordered),
+            *(send_msg(p, "leader_change", "ra_event") for p in ordered),
+            *(monitor_node(n) for n in nodes),
+            mod_call("rabbit_quorum_queue", "spawn_notify_decorators",
+                     [s.cfg.resource, "startup", []]),
+        ]
+        blh = s.cfg.become_leader_handler
+        if blh is not None:
+            mod, fun, args = blh
+            effects.insert(0, mod_call(mod, fun, [*args, s.cfg.name]))
+        return effects
+
+    # --- apply -------------------------------------------------------------------------------
+
+    def apply(self, meta: Meta, cmd: Any, s: RabbitFifoState) -> Result:
+        before = limit_view(s)
+        match cmd:
+            case ("enqueue", pid, seq, raw):
+                size = _normalise_size(mc.message_size(raw))
+                return self._apply_enqueue(meta, before, pid, seq, raw, size, s)
+            case ("e", seq, raw, size):
+                mode = meta.get("reply_mode")
+                if isinstance(mode, tuple) and len(mode) == 3 and mode[0] == "notify":
+                    return self._apply_enqueue(meta, before, mode[2], seq, raw, size, s)
+                return (s, "ok", [])  # v7 has no clause for it: unhandled command
+            case ("register_enqueuer", pid):
+                if pid not in s.enqueuers:
+                    s.enqueuers[pid] = Enqueuer()
+                reply = ("reject_publish" if is_over_limit(s)
+                         and s.cfg.overflow_strategy == "reject_publish" else "ok")
+                return (s, reply, [monitor_process(pid)])
+            case ("settle", key, msg_ids):
+                found = find_consumer(key, s)
+                if found is None:
+                    return (s, "ok")
+                return self._complete_and_checkout(meta, before, msg_ids, found[0], found[1],
+                                                   [], s)
+            case ("discard", key, msg_ids):
+                found = find_consumer(key, s)
+                if found is None or (meta["machine_version"] == 4 and found[0] != key):
+                    return (s, "ok")
+                return self._discard(meta, before, msg_ids, found[0], found[1], True, {}, s)
+            case ("return", key, msg_ids):
+                found = find_consumer(key, s)
+                if found is None:
+                    return (s, "ok")
+                return self._return(meta, before, found[0], msg_ids, False, {}, s)
+            case ("modify", key, msg_ids, failed, undeliverable, anns):
+                found = find_consumer(key, s)
+                if found is None:
+                    return (s, "ok")
+                if undeliverable:
+                    return self._discard(meta, before, msg_ids, found[0], found[1], failed,
+                                         anns, s)
+                return self._return(meta, before, found[0], msg_ids, failed, anns, s)
+            case ("requeue", key, msg_id, old_idx, header, _raw):
+                return self._requeue(meta, before, key, msg_id, old_idx, header, s)
+            case ("credit", key, credit, delivery_count, drain):
+                return self._credit(meta, before, key, credit, delivery_count, drain, s)
+            case ("checkout", cid, ("dequeue", settlement), cmeta):
+                return self._dequeue(meta, before, cid, settlement, cmeta, s)
+            case ("checkout", cid, "cancel" | "remove" as spec, _):
+                return self._cancel(meta, before, cid, spec, s)
+            case ("checkout", cid, spec, cmeta):
+                return self._checkout(meta, before, cid, spec, cmeta, s)
+            case ("purge",):
+                return self._purge(meta, before, s)
+            case ("garbage_collection",):
+                return (s, "ok", [("aux", "garbage_collection")])
+            case ("timeout", "expire_msgs"):
+                return checkout(meta, before, s, [])
+            case ("down", pid, "noconnection"):
+                if s.cfg.consumer_strategy == "single_active":
+                    return self._noconnection_sac(meta, before, pid, s)
+                return self._noconnection(meta, before, pid, s)
+            case ("down", pid, _reason):
+                effects = self._handle_down(meta, pid, s)
+                activate_next_consumer(s, effects)
+                return checkout(meta, before, s, effects)
+            case ("nodeup", node):
+                return self._nodeup(meta, before, node, s)
+            case ("nodedown", _node):
+                return (s, "ok")
+            case ("purge_nodes", nodes):
+                effects = []
+                for node in nodes:
+                    for pid in self._all_pids_for(node, s):
+                        effects.extend(self._handle_down(meta, pid, s))
+                return (s, "ok", effects)
+            case ("update_config", conf):
+                old = s.cfg.dead_letter_handler
+                new = conf.get("dead_letter_handler", old)
+                s.dlx, effects = dlx.update_config(old, new, s.cfg.resource, s.dlx)
+                _apply_config(conf, s)
+                return checkout(meta, before, s, effects)
+            case ("machine_version", from_v, _to_v):
+                if from_v not in SUPPORTED_VERSIONS:
+                    raise NotImplementedError(
+                        f"converting a machine version {from_v} state is not supported")
+                return (s, "ok", [("aux", ("dlx", "setup"))])
+            case ("dlx", sub):
+                effects = dlx.apply(sub, s.cfg.dead_letter_handler, s.dlx)
+                return checkout(meta, before, s, effects)
+        return (s, "ok", [])
+
+    # --- enqueue -----------------------------------------------------------------------------
+
+    def _apply_enqueue(self, meta: Meta, before: LimitView, pid: Any, seq: Any, raw: Any,
+                       size: tuple[int, int], s: RabbitFifoState) -> Result:
+        effects: list[Any] = [("aux", ("bytes_in", size))]
+        if pid is None and seq is None:
+            self._enqueue_msg(meta, raw, size[1], s)
+            return checkout(meta, before, s, effects)
+        enq = s.enqueuers.get(pid)
+        if enq is None:
+            enq = s.enqueuers[pid] = Enqueuer()
+            effects.insert(0, monitor_process(pid))
+        if seq == enq.next_seqno:
+            cache = (meta["index"], raw) if self._can_immediately_deliver(s) else None
+            self._enqueue_msg(meta, raw, size[1], s)
+            s.msg_cache = cache
+            enq.next_seqno = seq + 1
+            return checkout(meta, before, s, effects)
+        if seq > enq.next_seqno:
+            return (s, "not_enqueued", effects)
+        return (s, "ok", effects)
+
+    @staticmethod
+    def _enqueue_msg(meta: Meta, raw: Any, body_size: int, s: RabbitFifoState) -> None:
+        header = _expiry_header(meta["system_time"], raw, body_size, s.cfg)
+        header = _delivery_count_header(raw, header)
+        s.messages.in_(_priority_tag(raw), make_msg(meta["index"], header))
+        s.msg_bytes_enqueue += body_size
+        s.enqueue_count += 1
+        s.messages_total += 1
+
+    @staticmethod
+    def _can_immediately_deliver(s: RabbitFifoState) -> bool:
+        return messages_ready(s) == 0 and bool(s.consumers) and not s.service_queue.is_empty()
+
+    # --- settle / return / discard ------------------------------------------------------------
+
+    def _complete_and_checkout(self, meta: Meta, before: LimitView, msg_ids: Any,
+                               key: Hashable, c: Consumer, effects: list[Any],
+                               s: RabbitFifoState) -> Result:
+        was_quiescing = c.status == "quiescing"
+        complete(meta, key, msg_ids, c, s)
+        # a completion may have moved a quiescing active consumer to the waiting list
+        if (was_quiescing and s.cfg.consumer_strategy == "single_active"
+                and active_consumer(s.consumers) is None):
+            effects.append(update_consumer_active_effect(s, c, False, "waiting"))
+        activate_next_consumer(s, effects)
+        return checkout(meta, before, s, effects)
+
+    def _discard(self, meta: Meta, before: LimitView, msg_ids: Any, key: Hashable,
+                 c: Consumer, failed: bool, anns: Mapping[str, Any],
+                 s: RabbitFifoState) -> Result:
+        msgs = [incr_msg(c.checked_out[i], failed, anns) for i in msg_ids if i in c.checked_out]
+        effects = dlx.discard(msgs, "rejected", s.cfg.dead_letter_handler, s.dlx)
+        return self._complete_and_checkout(meta, before, msg_ids, key, c, effects, s)
+
+    def _return(self, meta: Meta, before: LimitView, key: Hashable, msg_ids: Any,
+                failed: bool, anns: Mapping[str, Any], s: RabbitFifoState) -> Result:
+        effects: list[Any] = []
+        for msg_id in msg_ids:  # requeued in the order the client gave them back
+            c = s.consumers.get(key)
+            if c is not None and msg_id in c.checked_out:
+                return_one(meta, msg_id, c.checked_out[msg_id], failed, anns, s, effects, key)
+        c = s.consumers.get(key)
+        if c is not None:
+            update_or_remove_con(meta, key, c, s)
+        if meta["machine_version"] >= 7:
+            activate_next_consumer(s, effects)
+        return checkout(meta, before, s, effects)
+
+    def _requeue(self, meta: Meta, before: LimitView, key: Any, msg_id: int, old_idx: int,
+                 header0: Header, s: RabbitFifoState) -> Result:
+        c = s.consumers.get(key)
+        if c is None or msg_id not in c.checked_out:
+            return (s, "ok", [])
+        header = update_header("acquired_count", lambda n: n + 1, 1, header0)
+        size = get_header("size", header)
+        s.msg_bytes_checkout -= size
+        s.msg_bytes_enqueue += size
+        del c.checked_out[msg_id]
+        c.credit = increase_credit(c, 1)
+        s.ra_indexes.delete(old_idx)
+        s.messages.in_("no", make_msg(meta["index"], header))
+        s.enqueue_count += 1
+        update_or_remove_con(meta, key, c, s)
+        effects: list[Any] = []
+        if meta["machine_version"] >= 7:
+            activate_next_consumer(s, effects)
+        return checkout(meta, before, s, effects)
+
+    # --- credit --------------------------------------------------------------------------------
+
+    def _credit(self, meta: Meta, before: LimitView, key: Any, credit: int, dc_rcv: int,
+                drain: bool, s: RabbitFifoState) -> Result:
+        c = s.consumers.get(key)
+        if c is not None:
+            return self._credit_active(meta, before, key, c, credit, dc_rcv, drain, s)
+        for i, (k, wc) in enumerate(s.waiting_consumers):
+            if k == key:
+                del s.waiting_consumers[i]
+                return self._credit_inactive(key, wc, credit, dc_rcv, drain, s)
+        return (s, "ok")
+
+    def _credit_active(self, meta: Meta, before: LimitView, key: Hashable, c: Consumer,
+                       credit: int, dc_rcv: int, drain: bool, s: RabbitFifoState) -> Result:
+        c.credit = _link_credit_snd(dc_rcv, credit, c.delivery_count, c)
+        maybe_queue_consumer(key, c, s)
+        s, _, effects = checkout(meta, before, s, [])
+        c2 = s.consumers[key]
+        tag, pid = consumer_id(c2)
+        available = messages_ready(s)
+        if credit_api_v2(c2.cfg):
+            if drain and c2.credit > 0:
+                c2.delivery_count = serial_add(c2.delivery_count, c2.credit)
+                c2.credit = 0
+            # deliveries must precede the credit reply (TRANSFERs before FLOW)
+            effects.append(send_msg(pid, ("credit_reply", tag, c2.delivery_count, c2.credit,
+                                          available, drain), DELIVERY_SEND_MSG_OPTS))
+            return (s, "ok", effects)
+        reply: Any = ("send_credit_reply", available)
+        if drain:
+            remaining = c2.credit
+            c2.delivery_count += remaining
+            c2.credit = 0
+            reply = ("multi", [reply, ("send_drained", (tag, remaining))])
+        return (s, reply, effects)
+
+    def _credit_inactive(self, key: Hashable, c: Consumer, credit: int, dc_rcv: int,
+                         drain: bool, s: RabbitFifoState) -> Result:
+        link_credit = _link_credit_snd(dc_rcv, credit, c.delivery_count, c)
+        tag, pid = consumer_id(c)
+        if credit_api_v2(c.cfg):
+            if drain:
+                c.delivery_count = serial_add(c.delivery_count, link_credit)
+                c.credit = 0
+            else:
+                c.credit = link_credit
+            s.waiting_consumers = sort_waiting([*s.waiting_consumers, (key, c)])
+            return (s, "ok", [send_msg(pid, ("credit_reply", tag, c.delivery_count, c.credit,
+                                             0, drain), DELIVERY_SEND_MSG_OPTS)])
+        c.credit = link_credit
+        s.waiting_consumers = sort_waiting([*s.waiting_consumers, (key, c)])
+        return (s, ("send_credit_reply", 0))
+
+    # --- checkout: consume, dequeue, cancel ----------------------------------------------------
+
+    def _checkout(self, meta: Meta, before: LimitView, cid: tuple[Any, Any], spec0: Any,
+                  cmeta: Mapping[str, Any], s: RabbitFifoState) -> Result:
+        is_v4 = len(spec0) == 2
+        match spec0:
+            case (life, mode):
+                spec = (life, mode)
+            case (life, prefetch, "simple_prefetch"):
+                spec = (life, ("simple_prefetch", prefetch))
+            case (life, _, "credited"):
+                spec = (life, "credited")
+            case _:
+                raise ValueError(f"invalid checkout spec {spec0!r}")
+        priority = get_priority(cmeta)
+        key = consumer_key_from_id(cid, s)
+        if key is None:
+            key = meta["index"] if is_v4 else cid
+        c = update_consumer(meta, key, cid, cmeta, spec, priority, s)
+        info = {
+            "next_msg_id": c.next_msg_id,
+            "credit": c.credit,
+            "key": key,
+            "delivery_count": c.delivery_count,
+            "num_checked_out": len(c.checked_out),
+        }
+        effects: list[Any] = [monitor_process(cid[1])]
+        activate_next_consumer(s, effects)
+        # v7 quirk: is_active compares a key with a {Key, Consumer} pair, so it is
+        # always false for single active consumer queues (fixed in v8)
+        info["is_active"] = s.cfg.consumer_strategy == "competing"
+        return checkout(meta, before, s, effects, ("ok", info))
+
+    def _dequeue(self, meta: Meta, before: LimitView, cid: tuple[Any, Any], settlement: str,
+                 cmeta: Mapping[str, Any], s: RabbitFifoState) -> Result:
+        if s.cfg.consumer_strategy == "single_active":
+            return (s, ("error", ("unsupported", "single_active_consumer")))
+        s.last_active = meta["system_time"]
+        exists = find_consumer(cid, s) is not None
+        if messages_ready(s) == 0:
+            return (s, ("dequeue", "empty"), [])
+        if exists:
+            return (s, ("dequeue", "empty"))
+        update_consumer(meta, cid, cid, cmeta, ("once", ("simple_prefetch", 1)), 0, s)
+        effects0: list[Any] = []
+        res = checkout_one(meta, s, effects0)
+        if res is None:
+            # every ready message had expired
+            s.consumers.pop(cid, None)
+            evaluate_limit(meta["index"], before, s, effects0)
+            return (s, ("dequeue", "empty"), effects0)
+        _key, msg_id, msg = res
+        if settlement == "unsettled":
+            effects = [monitor_process(cid[1]), *effects0]
+        else:
+            _, _, settle_effects = self.apply(meta, make_settle(cid, [msg_id]), s)  # type: ignore[misc]
+            effects = [*settle_effects, *effects0]
+        effects.insert(0, _reply_log_effect(msg_idx(msg), msg_id, msg_header(msg),
+                                            messages_ready(s), meta.get("from")))
+        evaluate_limit(meta["index"], before, s, effects)
+        return (s, "$ra_no_reply", effects)
+
+    def _cancel(self, meta: Meta, before: LimitView, cid: Any, spec: str,
+                s: RabbitFifoState) -> Result:
+        key = consumer_key_from_id(cid, s)
+        if key is None:
+            return (s, ("error", "consumer_not_found"), [])
+        effects: list[Any] = []
+        cancel_consumer(meta, key, s, effects, spec)
+        activate_next_consumer(s, effects)
+        c = s.consumers.get(key)
+        info = {} if c is None else {"key": key, "num_checked_out": len(c.checked_out)}
+        return checkout(meta, before, s, effects, ("ok", info))
+
+    # --- purge ---------------------------------------------------------------------------------
+
+    def _purge(self, meta: Meta, before: LimitView, s: RabbitFifoState) -> Result:
+        ready = messages_ready(s)
+        if s.messages_total == ready:
+            s.ra_indexes = type(s.ra_indexes)()
+        else:
+            for m in s.returns:
+                s.ra_indexes.delete(msg_idx(m))
+        s.messages = FifoQ()
+        s.returns.clear()
+        s.messages_total -= ready
+        s.msg_bytes_enqueue = 0
+        effects: list[Any] = [("aux", "force_checkpoint"), "garbage_collection"]
+        evaluate_limit(meta["index"], before, s, effects)
+        return (s, ("purge", ready), effects)
+
+    # --- process and node failures -------------------------------------------------------------
+
+    def _handle_down(self, meta: Meta, pid: Any, s: RabbitFifoState) -> list[Any]:
+        """A monitored process is gone: forget it as publisher and consumer (§3.14)."""
+        s.enqueuers.pop(pid, None)
+        effects: list[Any] = []
+        if s.cfg.consumer_strategy == "single_active" and s.waiting_consumers:
+            still_up = []
+            for k, c in s.waiting_consumers:
+                if c.cfg.pid == pid:
+                    effects.append(cancel_consumer_handler(s.cfg.resource, consumer_id(c)))
+                else:
+                    still_up.append((k, c))
+            s.waiting_consumers = still_up
+        down_keys = [k for k in erl_sorted(s.consumers) if s.consumers[k].cfg.pid == pid]
+        for key in down_keys:
+            cancel_consumer(meta, key, s, effects, "down")
+        return effects
+
+    def _noconnection(self, meta: Meta, before: LimitView, pid: Any,
+                      s: RabbitFifoState) -> Result:
+        """v7: every consumer on the node is suspected and its messages return now."""
+        node = pid.node
+        effects: list[Any] = []
+        for key in erl_sorted(s.consumers):
+            c = s.consumers.get(key)
+            if c is None or c.cfg.pid.node != node or c.status != "up":
+                continue
+            c.status = "suspected_down"
+            return_all(meta, s, effects, key, c, True)
+            effects.append(update_consumer_active_effect(s, c, False, "suspected_down"))
+        self._suspect_enqueuers(node, s)
+        effects.insert(0, monitor_node(node))
+        s.last_active = meta["system_time"]
+        return checkout(meta, before, s, effects)
+
+    def _noconnection_sac(self, meta: Meta, before: LimitView, pid: Any,
+                          s: RabbitFifoState) -> Result:
+        """v7 SAC: consumers on the node are demoted to the end of the waiting list."""
+        node = pid.node
+        effects: list[Any] = []
+        waiting0 = list(s.waiting_consumers)
+        for key in erl_sorted(s.consumers):
+            c = s.consumers.get(key)
+            if c is None or c.cfg.pid.node != node:
+                continue
+            effects.append(update_consumer_active_effect(s, c, False, "suspected_down"))
+            return_all(meta, s, effects, key, c, True)
+            # upstream rebuilds from the list as it was before the fold
+            if key in s.consumers:
+                s.waiting_consumers = [*waiting0, (key, s.consumers[key])]
+            else:
+                s.waiting_consumers = waiting0
+            s.consumers.pop(key, None)
+            s.last_active = meta["system_time"]
+        s.waiting_consumers = self._waiting_with_status(node, s, "suspected_down")
+        activate_next_consumer(s, effects)
+        self._suspect_enqueuers(node, s)
+        effects.insert(0, monitor_node(node))
+        return checkout(meta, before, s, effects)
+
+    @staticmethod
+    def _suspect_enqueuers(node: Any, s: RabbitFifoState) -> None:
+        for p, e in s.enqueuers.items():
+            if p.node == node:
+                e.status = "suspected_down"
+
+    @staticmethod
+    def _waiting_with_status(node: Any, s: RabbitFifoState,
+                             status: str) -> list[tuple[Hashable, Consumer]]:
+        out = []
+        for k, c in s.waiting_consumers:
+            if c.status == "cancelled":
+                continue
+            if c.cfg.pid.node == node:
+                c.status = status  # type: ignore[assignment]
+            out.append((k, c))
+        return sort_waiting(out)
+
+    def _nodeup(self, meta: Meta, before: LimitView, node: Any, s: RabbitFifoState) -> Result:
+        effects: list[Any] = [monitor_process(p) for p in self._suspected_pids_for(node, s)]
+        # prompt publishers on the node to resend whatever got stuck meanwhile
+        effects.extend(send_msg(p, "leader_change", "ra_event")
+                       for p in erl_sorted(s.enqueuers) if p.node == node)
+        for p, e in s.enqueuers.items():
+            if p.node == node:
+                e.status = "up"
+        for key in erl_sorted(s.consumers):
+            c = s.consumers.get(key)
+            if c is None or c.cfg.pid.node != node or c.status == "cancelled":
+                continue
+            if s.cfg.consumer_strategy == "competing":
+                effects.append(update_consumer_active_effect(s, c, True, "up"))
+            c.status = "up"
+            update_or_remove_con(meta, key, c, s)
+        s.waiting_consumers = self._waiting_with_status(node, s, "up")
+        activate_next_consumer(s, effects)
+        return checkout(meta, before, s, effects)
+
+    @staticmethod
+    def _suspected_pids_for(node: Any, s: RabbitFifoState) -> list[Any]:
+        pids = [s.consumers[k].cfg.pid for k in erl_sorted(s.consumers)
+                if s.consumers[k].status == "suspected_down"
+                and s.consumers[k].cfg.pid.node == node]
+        pids += [p for p in erl_sorted(s.enqueuers)
+                 if s.enqueuers[p].status == "suspected_down" and p.node == node]
+        pids += [c.cfg.pid for _, c in s.waiting_consumers
+                 if c.status == "suspected_down" and c.cfg.pid.node == node]
+        return pids
+
+    @staticmethod
+    def _all_pids_for(node: Any, s: RabbitFifoState) -> list[Any]:
+        # same order as upstream's prepending folds: waiting, enqueuers, consumers (reversed)
+        cons = [s.consumers[k].cfg.pid for k in erl_sorted(s.consumers)
+                if s.consumers[k].cfg.pid.node == node]
+        enqs = [p for p in erl_sorted(s.enqueuers) if p.node == node]
+        waiting = [c.cfg.pid for _, c in s.waiting_consumers if c.cfg.pid.node == node]
+        return [*reversed(waiting), *reversed(enqs), *reversed(cons)]
+
+
+def expiry_timer_on_election(s: RabbitFifoState) -> tuple[str, str, Any]:
+    """Expiry timer for a new leader.
+
+    Upstream computes ``Expiry - now`` from the wall clock here; the machine
+    has no clock, so a due-able head arms a zero timer (the ``timeout`` command
+    then expires by its own timestamp and the aux ``eval`` re-arms precisely).
+    """
+    m = get_next_msg(s)
+    if m is not None and get_header("expiry", msg_header(m)) is not None:
+        return ("timer", "expire_msgs", 0)
+    return ("timer", "expire_msgs", "infinity")
+
+
+def _reply_log_effect(idx: int, msg_id: int, header: Header, ready: int,
+                      from_: Any) -> tuple[str, list[int], Callable[..., list[Any]]]:
+    def reply(cmds: list[Any]) -> list[Any]:
+        if not cmds:
+            return []
+        return [("reply", from_, ("wrap_reply",
+                                  ("dequeue", (msg_id, (header, get_msg(cmds[0]))), ready)))]
+
+    return ("log", [idx], reply)
+

@@ -1,0 +1,211 @@
+"""Read-only views of the state: ``overview/1`` and the ``query_*`` functions (§15.4).
+
+Queries run on any member and never change the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from fifo import dlx
+from fifo.consumers import active_consumer, consumer_id, find_consumer
+from fifo.delivery import messages_ready, messages_total
+from fifo.msg import Msg, unpack
+from fifo.records import Consumer, RabbitFifoState, erl_sorted
+
+__all__ = [
+    "all_nodes",
+    "get_checked_out",
+    "is_expired",
+    "num_checked_out",
+    "overview",
+    "query_consumer_count",
+    "query_consumers",
+    "query_messages_checked_out",
+    "query_messages_ready",
+    "query_messages_total",
+    "query_notify_decorators_info",
+    "query_peek",
+    "query_processes",
+    "query_single_active_consumer",
+    "query_stat",
+    "query_waiting_consumers",
+    "smallest_raft_index",
+]
+
+
+def num_checked_out(s: RabbitFifoState) -> int:
+    return sum(len(c.checked_out) for c in s.consumers.values())
+
+
+query_messages_checked_out = num_checked_out
+query_messages_ready = messages_ready
+query_messages_total = messages_total
+
+
+def query_stat(s: RabbitFifoState) -> tuple[int, int]:
+    return (messages_ready(s), len(s.consumers))
+
+
+def query_processes(s: RabbitFifoState) -> list[Any]:
+    pids = dict.fromkeys(s.enqueuers)
+    pids.update(dict.fromkeys(c.cfg.pid for c in s.consumers.values()))
+    return erl_sorted(pids)
+
+
+def query_waiting_consumers(s: RabbitFifoState) -> list[tuple[Hashable, Consumer]]:
+    return list(s.waiting_consumers)
+
+
+def query_consumer_count(s: RabbitFifoState) -> int:
+    up = sum(1 for c in s.consumers.values() if c.status != "suspected_down")
+    return up + len(s.waiting_consumers)
+
+
+def query_single_active_consumer(s: RabbitFifoState) -> Any:
+    if s.cfg.consumer_strategy != "single_active":
+        return "disabled"
+    active = active_consumer(s.consumers)
+    if active is None:
+        return ("error", "no_value")
+    return ("value", consumer_id(active[1]))
+
+
+def query_consumers(s: RabbitFifoState) -> dict[Hashable, tuple[Any, ...]]:
+    """Consumer metrics rows, cancelled consumers excluded."""
+    sac = s.cfg.consumer_strategy == "single_active"
+    active_id = query_single_active_consumer(s) if sac else None
+
+    def activity(c: Consumer) -> tuple[bool, str]:
+        if sac:
+            if active_id == ("value", consumer_id(c)):
+                return (True, "single_active")
+            return (False, "waiting")
+        if c.status == "suspected_down":
+            return (False, c.status)
+        return (True, c.status)
+
+    def row(c: Consumer) -> tuple[Any, ...]:
+        meta = c.cfg.meta
+        active, status = activity(c)
+        return (c.cfg.pid, c.cfg.tag, meta.get("ack"), meta.get("prefetch"), active, status,
+                meta.get("args", []), meta.get("username"))
+
+    out: dict[Hashable, tuple[Any, ...]] = {}
+    for key in erl_sorted(s.consumers):
+        c = s.consumers[key]
+        if c.status != "cancelled":
+            out[key] = row(c)
+    for key, c in s.waiting_consumers:
+        if c.status != "cancelled":
+            out[key] = row(c)
+    return out
+
+
+def query_peek(pos: int, s: RabbitFifoState) -> Any:
+    """The message at 1-based position `pos` in delivery order."""
+    if pos <= 0:
+        raise ValueError("position must be positive")
+    i = 0
+    for m in s.returns:
+        i += 1
+        if i == pos:
+            return ("ok", unpack(m))
+    for m in s.messages.drain_order():
+        i += 1
+        if i == pos:
+            return ("ok", unpack(m))
+    return ("error", "no_message_at_pos")
+
+
+def query_notify_decorators_info(s: RabbitFifoState) -> tuple[Any, bool]:
+    max_p: Any = "empty"
+    for c in s.consumers.values():
+        if c.credit > 0 and c.status == "up" and (max_p == "empty" or c.cfg.priority > max_p):
+            max_p = c.cfg.priority
+    return (max_p, messages_ready(s) == 0)
+
+
+def get_checked_out(key: Any, first: int, last: int,
+                    s: RabbitFifoState) -> list[tuple[int, tuple[int, Any]]]:
+    found = find_consumer(key, s)
+    if found is None:
+        return []
+    checked: dict[int, Msg] = found[1].checked_out
+    return [(i, unpack(checked[i])) for i in range(first, last + 1) if i in checked]
+
+
+def smallest_raft_index(s: RabbitFifoState) -> int | None:
+    """Smallest raft index still referenced by the state (log truncation point)."""
+    candidates = [
+        i for i in (dlx.smallest_raft_index(s.dlx), s.messages.get_lowest_index(),
+                    s.ra_indexes.smallest()) if i is not None
+    ]
+    return min(candidates) if candidates else None
+
+
+def all_nodes(s: RabbitFifoState) -> list[Any]:
+    nodes = dict.fromkeys(c.cfg.pid.node for c in s.consumers.values())
+    nodes.update(dict.fromkeys(p.node for p in s.enqueuers))
+    nodes.update(dict.fromkeys(c.cfg.pid.node for _, c in s.waiting_consumers))
+    return erl_sorted(nodes)
+
+
+def is_expired(ts: int, s: RabbitFifoState) -> bool:
+    """Queue TTL: idle for longer than ``expires`` with no live consumer (§11.2)."""
+    if s.last_active is None or s.cfg.expires is None:
+        return False
+    live = any(c.status != "suspected_down" for c in s.consumers.values())
+    return ts > s.last_active + s.cfg.expires and not live
+
+
+def overview(s: RabbitFifoState) -> dict[str, Any]:
+    cfg = s.cfg
+    conf = {
+        "name": cfg.name,
+        "resource": cfg.resource,
+        "dead_lettering_enabled": cfg.dead_letter_handler is not None,
+        "dead_letter_handler": cfg.dead_letter_handler,
+        "overflow_strategy": cfg.overflow_strategy,
+        "max_length": cfg.max_length,
+        "max_bytes": cfg.max_bytes,
+        "consumer_strategy": cfg.consumer_strategy,
+        "expires": cfg.expires,
+        "msg_ttl": cfg.msg_ttl,
+        "delivery_limit": cfg.delivery_limit,
+    }
+    q = s.messages.overview()
+    ov: dict[str, Any] = {
+        "type": "rabbit_fifo",
+        "config": conf,
+        "num_consumers": len(s.consumers),
+        "num_active_consumers": query_consumer_count(s),
+        "num_checked_out": num_checked_out(s),
+        "num_enqueuers": len(s.enqueuers),
+        "num_ready_messages": messages_ready(s),
+        "num_ready_messages_high": q["num_hi"],
+        "num_ready_messages_normal": q["num_no"],
+        "num_ready_messages_return": len(s.returns),
+        "num_messages": messages_total(s),
+        "num_release_cursors": 0,
+        "enqueue_message_bytes": s.msg_bytes_enqueue,
+        "checkout_message_bytes": s.msg_bytes_checkout,
+        "release_cursors": [],
+        "in_memory_message_bytes": 0,
+        "num_in_memory_ready_messages": 0,
+        "release_cursor_enqueue_counter": s.enqueue_count,
+        "smallest_raft_index": smallest_raft_index(s),
+        "smallest_raft_index_overview": {
+            "message": s.messages.get_lowest_index(),
+            "checked_out": s.ra_indexes.smallest(),
+            "dlx": dlx.smallest_raft_index(s.dlx),
+        },
+    }
+    ov.update(dlx.overview(s.dlx))
+    active = active_consumer(s.consumers)
+    if active is not None:  # upstream reports it for competing queues too
+        ov["single_active_consumer_id"] = consumer_id(active[1])
+        ov["single_active_consumer_key"] = active[0]
+        ov["single_active_num_waiting_consumers"] = len(s.waiting_consumers)
+    return ov
