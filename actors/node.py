@@ -119,6 +119,8 @@ class Node:
         self._out_mons: dict[str, dict[Ref, Pid]] = defaultdict(dict)
         self._in_mons: dict[str, dict[Ref, Pid]] = defaultdict(dict)
         self._pending_spawns: dict[str, dict[Ref, Pid]] = defaultdict(dict)
+        # remote spawns waiting for their reply: ref -> (link, monitor ref)
+        self._spawn_opts: dict[Ref, tuple[bool, Ref | None]] = {}
         self._node_mons: dict[str, dict[Pid, int]] = defaultdict(dict)
         self._nodes_subs: dict[Pid, list[bool]] = {}
         self._ping_waiters: dict[str, list[AsyncResult]] = defaultdict(list)
@@ -571,17 +573,15 @@ class Node:
         payload = cloudpickle.dumps((fn, args))
         caller.slots[ref] = AsyncResult()
         self._pending_spawns[peer][ref] = caller.pid
+        self._spawn_opts[ref] = (link, mref)
         self._dist(peer, (dist.SPAWN_REQUEST, caller.pid, ref, payload, link, mref))
-        result = caller.wait_slot(ref, None)
+        try:
+            result = caller.wait_slot(ref, None)
+        finally:
+            self._spawn_opts.pop(ref, None)
         caller.check_alive()
         if isinstance(result, Pid):
-            if link:
-                caller.links.add(result)
-                self._links_by_peer[peer].add((caller.pid, result))
-            if mref is not None:
-                caller.monitors[mref] = result
-                self._out_mons[peer][mref] = caller.pid
-            return result, mref
+            return result, mref  # link/monitor were set when the reply arrived
         dead = Pid(peer, _DEAD_SERIAL, 0)
         why = "noconnection" if result == "noconnection" else result
         if link:
@@ -785,6 +785,17 @@ class Node:
             if proc is not None:
                 slot = proc.slots.get(ref)
                 if slot is not None and not slot.ready():
+                    opts = self._spawn_opts.pop(ref, None)
+                    if opts is not None and isinstance(result, Pid):
+                        # Now, not when the caller wakes: an EXIT or DOWN of
+                        # the new process may follow in this same frame.
+                        link, mref = opts
+                        if link:
+                            proc.links.add(result)
+                            self._links_by_peer[peer].add((proc.pid, result))
+                        if mref is not None:
+                            proc.monitors[mref] = result
+                            self._out_mons[peer][mref] = proc.pid
                     slot.set(result)
         else:
             log.warning("node %s: unknown signal %r from %s", self.name, kind, peer)
