@@ -8,7 +8,11 @@ follower acknowledges only *written* entries and a leader counts only its own
 bookkeeping (`last_written`, `pending`) and hands the writes it would send to
 the WAL to whoever drives it, through `take_wal_writes`.
 
-Snapshots are not modelled yet: `snapshot_index_term` is always ``None``.
+Snapshots and checkpoints (spec §17) are held as values ``(meta, state)``.
+Writing one is asynchronous too: the log returns a ``bg_work`` effect and
+only truncates once the driver answers with ``snapshot_written``, so a crash
+between the two leaves the log whole. Only the plain-Raft case (no live
+indexes, no segments) is modelled.
 """
 
 from __future__ import annotations
@@ -18,38 +22,94 @@ from typing import Any
 from ra import seq as ra_seq
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
+#: ``log_init_args`` defaults (spec §21.2).
+DEFAULT_MIN_SNAPSHOT_INTERVAL = 4096
+DEFAULT_MIN_CHECKPOINT_INTERVAL = 16384
+DEFAULT_MAX_CHECKPOINTS = 10
+
+SNAPSHOT = "snapshot"
+CHECKPOINT = "checkpoint"
+
+#: ``(meta, machine_state)``; meta is ``#{index, term, cluster, machine_version}``.
+Snapshot = tuple[dict[str, Any], Any]
+
+
+class CorruptLog(ValueError):
+    """The log does not start right after the snapshot (``corrupt_log``)."""
+
 
 class WalDown(Exception):
     """The WAL is not running: the write was not accepted (``wal_down``)."""
 
 
 class MemoryLog:
-    """Log entries held in a list indexed by Raft index (index 0 is the dummy)."""
+    """Log entries held in a list; ``_entries[0]`` has index ``_first``.
 
-    def __init__(self, entries: list[Entry] | None = None, written_upto: int | None = None) -> None:
-        self._entries: list[Entry] = [DUMMY_ENTRY]
+    A fresh log starts at the dummy entry 0. Once a snapshot at ``S`` is
+    written (or installed), entries up to ``S`` are dropped and the log
+    starts at ``S + 1``; `fetch` then answers ``None`` below that.
+    """
+
+    def __init__(
+        self,
+        entries: list[Entry] | None = None,
+        written_upto: int | None = None,
+        *,
+        snapshot: Snapshot | None = None,
+        checkpoints: list[Snapshot] | None = None,
+        min_snapshot_interval: int = DEFAULT_MIN_SNAPSHOT_INTERVAL,
+        min_checkpoint_interval: int = DEFAULT_MIN_CHECKPOINT_INTERVAL,
+        max_checkpoints: int = DEFAULT_MAX_CHECKPOINTS,
+    ) -> None:
+        self.min_snapshot_interval = min_snapshot_interval
+        self.min_checkpoint_interval = min_checkpoint_interval
+        self.max_checkpoints = max_checkpoints
+        self._snapshot: Snapshot | None = snapshot
+        self._checkpoints: list[Snapshot] = sorted(
+            checkpoints or [], key=lambda c: int(c[0]["index"])
+        )
+        #: the one snapshot/checkpoint write in flight: ``(kind, (meta, state))``
+        self._pending_snapshot: tuple[str, Snapshot] | None = None
+        if snapshot is None:
+            self._first = 0
+            self._entries: list[Entry] = [DUMMY_ENTRY]
+        else:
+            snap_idx = int(snapshot[0]["index"])
+            self._first = snap_idx + 1
+            self._entries = []
+            entries = [e for e in entries or [] if e[0] > snap_idx]
+            if entries and entries[0][0] != snap_idx + 1:
+                raise CorruptLog(f"log starts at {entries[0][0]}, snapshot at {snap_idx}")
         for entry in entries or []:
-            if entry[0] != len(self._entries):
+            if entry[0] != self.next_index():
                 raise ValueError(f"non-contiguous initial entry {entry[0]}")
             self._entries.append(entry)
-        last = len(self._entries) - 1
-        lw = last if written_upto is None else min(written_upto, last)
-        self._last_written: IdxTerm = (lw, self._entries[lw][1])
+        last = self.next_index() - 1
+        lw = last if written_upto is None else max(min(written_upto, last), self._first - 1)
+        self._last_written: IdxTerm = (lw, self._term_or_snapshot(lw))
         self._pending: ra_seq.Seq = ra_seq.from_list(range(lw + 1, last + 1))
         #: batches of entries handed to the WAL and not yet taken by the driver
         self._wal_out: list[list[Entry]] = []
         self.wal_up = True
         if lw < last:
-            self._wal_out.append(list(self._entries[lw + 1:]))
+            self._wal_out.append(self.fold(lw + 1, last))
 
     # ---- queries ---------------------------------------------------------
 
     def next_index(self) -> int:
-        return len(self._entries)
+        return self._first + len(self._entries)
+
+    def first_index(self) -> int:
+        """Lowest index still held as an entry (``snapshot index + 1`` once truncated)."""
+        return self._first
 
     def last_index_term(self) -> IdxTerm:
-        idx, term, _ = self._entries[-1]
-        return (idx, term)
+        if self._entries:
+            idx, term, _ = self._entries[-1]
+            return (idx, term)
+        snap = self.snapshot_index_term()
+        assert snap is not None, "empty log without a snapshot"
+        return snap
 
     def last_written(self) -> IdxTerm:
         return self._last_written
@@ -57,28 +117,66 @@ class MemoryLog:
     def is_new(self) -> bool:
         """Only the dummy entry and no snapshot: such a server waits for
         ``trigger_election`` instead of arming an election timer."""
-        return len(self._entries) == 1
+        return self._snapshot is None and self._first == 0 and len(self._entries) == 1
 
     def fetch(self, idx: int) -> Entry | None:
-        if 0 <= idx < len(self._entries):
-            return self._entries[idx]
+        pos = idx - self._first
+        if 0 <= pos < len(self._entries):
+            return self._entries[pos]
         return None
 
     def fetch_term(self, idx: int) -> int | None:
-        if 0 <= idx < len(self._entries):
-            return self._entries[idx][1]
-        return None
+        entry = self.fetch(idx)
+        return entry[1] if entry is not None else None
+
+    def _term_or_snapshot(self, idx: int) -> int:
+        term = self.fetch_term(idx)
+        if term is not None:
+            return term
+        snap = self.snapshot_index_term()
+        if snap is not None and snap[0] == idx:
+            return snap[1]
+        raise AssertionError(f"no term for index {idx}")
 
     def exists(self, idx: int, term: int) -> bool:
         return self.fetch_term(idx) == term
 
     def fold(self, first: int, last: int) -> list[Entry]:
         """Entries ``first..last`` inclusive (clipped to what the log holds)."""
-        first = max(first, 0)
-        return self._entries[first:last + 1] if last >= first else []
+        lo = max(first, self._first) - self._first
+        hi = last + 1 - self._first
+        return self._entries[lo:hi] if hi > lo else []
 
     def snapshot_index_term(self) -> IdxTerm | None:
-        return None
+        if self._snapshot is None:
+            return None
+        meta = self._snapshot[0]
+        return (int(meta["index"]), int(meta["term"]))
+
+    def current_snapshot(self) -> Snapshot | None:
+        """The snapshot a leader streams to lagging followers."""
+        return self._snapshot
+
+    def checkpoints(self) -> list[Snapshot]:
+        return list(self._checkpoints)
+
+    def latest_checkpoint_index(self) -> int:
+        return int(self._checkpoints[-1][0]["index"]) if self._checkpoints else 0
+
+    def pending_snapshot(self) -> tuple[str, IdxTerm] | None:
+        if self._pending_snapshot is None:
+            return None
+        kind, (meta, _) = self._pending_snapshot
+        return kind, (int(meta["index"]), int(meta["term"]))
+
+    def recovery_snapshot(self) -> Snapshot | None:
+        """Newest of snapshot and checkpoints: what a restart recovers from (§17.2)."""
+        best = self._snapshot
+        if self._checkpoints:
+            ckpt = self._checkpoints[-1]
+            if best is None or int(ckpt[0]["index"]) > int(best[0]["index"]):
+                best = ckpt
+        return best
 
     def can_write(self) -> bool:
         return self.wal_up
@@ -91,8 +189,8 @@ class MemoryLog:
     def append(self, entry: Entry) -> None:
         """Leader append of one entry, which must be ``last + 1``."""
         idx = entry[0]
-        if idx != len(self._entries):
-            raise ValueError(f"append of {idx} but next index is {len(self._entries)}")
+        if idx != self.next_index():
+            raise ValueError(f"append of {idx} but next index is {self.next_index()}")
         if not self.wal_up:
             raise WalDown()
         self._entries.append(entry)
@@ -105,11 +203,11 @@ class MemoryLog:
         if not entries:
             return
         first = entries[0][0]
-        if first > len(self._entries) or first < 1:
-            raise ValueError(f"write at {first} leaves a gap (next {len(self._entries)})")
+        if first > self.next_index() or first < max(1, self._first):
+            raise ValueError(f"write at {first} leaves a gap (next {self.next_index()})")
         if not self.wal_up:
             raise WalDown()
-        if first < len(self._entries):
+        if first < self.next_index():
             self._truncate_after(first - 1)
         for entry in entries:
             self._entries.append(entry)
@@ -117,20 +215,129 @@ class MemoryLog:
         self._wal_out.append(list(entries))
 
     def set_last_index(self, idx: int) -> None:
-        """Force the end of the log back to `idx` (empty-AER reset, §16.2)."""
-        if idx < len(self._entries) - 1:
+        """Force the end of the log back to `idx` (empty-AER reset, §16.2;
+        snapshot ``init`` or abort, §16.3)."""
+        if idx < self.next_index() - 1:
             self._truncate_after(idx)
 
     def _truncate_after(self, idx: int) -> None:
         # last_written is pulled down at once so a follower never reports
         # unpersisted (or overwritten) entries as written (§7.4).
-        del self._entries[idx + 1:]
+        assert idx >= self._first - 1, f"truncating into the snapshot at {idx}"
+        del self._entries[idx + 1 - self._first:]
         if self._last_written[0] > idx:
-            self._last_written = (idx, self._entries[idx][1])
+            self._last_written = (idx, self._term_or_snapshot(idx))
         self._pending = ra_seq.limit(idx, self._pending)
 
+    # ---- snapshots and checkpoints (spec §17) ----------------------------
+
+    def _make_meta(self, idx: int, cluster: Any, mac_version: int) -> dict[str, Any] | None:
+        term = self.fetch_term(idx)
+        if term is None:
+            return None
+        return {"index": idx, "term": term, "cluster": cluster, "machine_version": mac_version}
+
+    def update_release_cursor(
+        self, idx: int, cluster: Any, mac_version: int, mac_state: Any
+    ) -> list[Any]:
+        """``ra_log:update_release_cursor``: maybe start writing a snapshot at `idx`.
+
+        One write at a time, and only when enough entries would be freed
+        (``min_snapshot_interval``) to be worth the copy of the state.
+        """
+        if self._pending_snapshot is not None:
+            return []
+        snap = self.snapshot_index_term()
+        snap_idx = snap[0] if snap is not None else 0
+        if not idx > snap_idx + self.min_snapshot_interval:
+            return []
+        meta = self._make_meta(idx, cluster, mac_version)
+        if meta is None:
+            return []
+        return self._start_write(SNAPSHOT, meta, mac_state)
+
+    def checkpoint(self, idx: int, cluster: Any, mac_version: int, mac_state: Any) -> list[Any]:
+        """``ra_log:checkpoint``: like a snapshot but never truncates, and no fsync."""
+        if self._pending_snapshot is not None:
+            return []
+        if not idx > self.latest_checkpoint_index() + self.min_checkpoint_interval:
+            return []
+        meta = self._make_meta(idx, cluster, mac_version)
+        if meta is None:
+            return []
+        return self._start_write(CHECKPOINT, meta, mac_state)
+
+    def promote_checkpoint(self, idx: int) -> list[Any]:
+        """``{release_cursor, Idx}``: turn the newest checkpoint <= `idx` into the snapshot."""
+        if self._pending_snapshot is not None:
+            return []
+        snap = self.snapshot_index_term()
+        snap_idx = snap[0] if snap is not None else 0
+        chosen = None
+        for ckpt in self._checkpoints:
+            c_idx = int(ckpt[0]["index"])
+            if snap_idx < c_idx <= idx:
+                chosen = ckpt
+        if chosen is None:
+            return []
+        self._checkpoints.remove(chosen)
+        meta = chosen[0]
+        self._pending_snapshot = (SNAPSHOT, chosen)
+        idxterm = (int(meta["index"]), int(meta["term"]))
+        return [("bg_work", ("promote_checkpoint", idxterm), ("snapshot_error", idxterm, SNAPSHOT))]
+
+    def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any) -> list[Any]:
+        self._pending_snapshot = (kind, (meta, mac_state))
+        idxterm = (meta["index"], meta["term"])
+        return [("bg_work", ("write_snapshot", kind, meta, mac_state),
+                 ("snapshot_error", idxterm, kind))]
+
+    def install_snapshot(self, meta: dict[str, Any], mac_state: Any) -> list[Any]:
+        """A follower installs a received snapshot: the whole range goes (§16.5)."""
+        idx, term = int(meta["index"]), int(meta["term"])
+        self._snapshot = (meta, mac_state)
+        self._checkpoints = [c for c in self._checkpoints if int(c[0]["index"]) > idx]
+        self._first = idx + 1
+        self._entries = []
+        self._last_written = (idx, term)
+        self._pending = []
+        if self._pending_snapshot is not None:
+            p_idx = int(self._pending_snapshot[1][0]["index"])
+            if p_idx <= idx:
+                self._pending_snapshot = None
+        return []
+
+    def _snapshot_written(self, idxterm: IdxTerm, kind: str) -> list[Any]:
+        pending = self._pending_snapshot
+        if pending is None or pending[0] != kind:
+            return []
+        meta = pending[1][0]
+        if (int(meta["index"]), int(meta["term"])) != tuple(idxterm):
+            return []
+        self._pending_snapshot = None
+        idx = int(meta["index"])
+        if kind == CHECKPOINT:
+            self._checkpoints.append(pending[1])
+            # thinned from the oldest end: the newest checkpoints are the useful ones
+            del self._checkpoints[: max(0, len(self._checkpoints) - self.max_checkpoints)]
+            return []
+        snap = self.snapshot_index_term()
+        if snap is not None and snap[0] >= idx:
+            return []  # stale: a newer snapshot was installed meanwhile
+        self._snapshot = pending[1]
+        self._checkpoints = [c for c in self._checkpoints if int(c[0]["index"]) > idx]
+        if idx >= self.next_index():
+            self._entries = []
+        else:
+            del self._entries[: max(0, idx + 1 - self._first)]
+        self._first = idx + 1
+        if self._last_written[0] < idx:
+            self._last_written = (idx, int(meta["term"]))
+        self._pending = ra_seq.floor(idx + 1, self._pending)
+        return []
+
     def handle_event(self, evt: Any) -> list[Any]:
-        """Apply a ``ra_log_event`` body; returns effects (none for now)."""
+        """Apply a ``ra_log_event`` body; returns effects."""
         match evt:
             case ("written", term, written_seq):
                 self._handle_written(term, list(written_seq))
@@ -138,9 +345,18 @@ class MemoryLog:
             case ("resend_write", idx):
                 self._resend_from(idx)
                 return []
+            case ("snapshot_written", idxterm, _live, kind, *_):
+                return self._snapshot_written(idxterm, kind)
+            case ("snapshot_error", idxterm, kind, *_):
+                pending = self.pending_snapshot()
+                if pending == (kind, tuple(idxterm)):
+                    self._pending_snapshot = None
+                return []
         return []
 
     def _handle_written(self, term: int, written_seq: ra_seq.Seq) -> None:
+        # indexes at or below the snapshot are already covered by it
+        written_seq = ra_seq.floor(self._first, written_seq)
         while written_seq:
             last = ra_seq.last(written_seq)
             assert last is not None
@@ -164,8 +380,8 @@ class MemoryLog:
             self._resend_from(first)
 
     def _resend_from(self, idx: int) -> None:
-        if idx < len(self._entries):
-            self._wal_out.append(list(self._entries[idx:]))
+        if idx < self.next_index():
+            self._wal_out.append(self.fold(idx, self.next_index() - 1))
 
     # ---- driver side -----------------------------------------------------
 

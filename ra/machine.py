@@ -114,6 +114,13 @@ def call_tick(machine: Any, time_ms: int, state: Any) -> Effects:
     return flatten(fun(time_ms, state)) if fun is not None else []
 
 
+def call_snapshot_installed(
+    machine: Any, meta: dict[str, Any], state: Any, old_meta: Any, old_state: Any
+) -> Effects:
+    fun = getattr(machine, "snapshot_installed", None)
+    return flatten(fun(meta, state, old_meta, old_state)) if fun is not None else []
+
+
 def version(machine: Any) -> int:
     fun = getattr(machine, "version", None)
     return int(fun()) if fun is not None else 0

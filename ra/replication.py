@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ra.apply import apply_to
+from ra.release_cursor import maybe_emit_pending_release_cursor
 from ra.state import Peer, ServerState
 from ra.types import AppendEntriesReply, AppendEntriesRpc, ServerId
 
@@ -57,7 +58,7 @@ def make_rpc_effect(peer_id: ServerId, peer: Peer, batch: int, s: ServerState) -
             prev_term = snap[1]
         else:
             # next_index is not advanced: entries follow once the snapshot is in
-            return snap[0], ("send_snapshot", peer_id, (snap, s.cfg.id, s.current_term))
+            return snap[0], send_snapshot_effect(peer_id, s)
     last_idx, _ = s.log.last_index_term()
     upto = min(last_idx, prev_idx + batch)
     entries = tuple(s.log.fold(prev_idx + 1, upto))
@@ -70,6 +71,14 @@ def make_rpc_effect(peer_id: ServerId, peer: Peer, batch: int, s: ServerState) -
         entries=entries,
     )
     return upto + 1, ("send_rpc", peer_id, rpc)
+
+
+def send_snapshot_effect(peer_id: ServerId, s: ServerState) -> tuple[Any, ...]:
+    """``{send_snapshot, Peer, {SnapState, LeaderId, Term}}``: the shell starts a
+    sender (reading the snapshot from the log) and marks the peer
+    ``{sending_snapshot, Pid, Attempt}`` through `update_peer`."""
+    snap = s.log.snapshot_index_term()
+    return ("send_snapshot", peer_id, (snap, s.cfg.id, s.current_term))
 
 
 def make_pipelined_rpc_effects(
@@ -178,7 +187,7 @@ def evaluate_quorum(s: ServerState, effects: Effects) -> Effects:
     increment_commit_index(s)
     if s.commit_index > before:
         effects = [("aux", "eval"), *effects]
-    return apply_to(s.commit_index, s, effects)
+    return maybe_emit_pending_release_cursor(s, apply_to(s.commit_index, s, effects))
 
 
 def initialise_peers(s: ServerState) -> None:

@@ -10,18 +10,23 @@ executing any effect: a vote must be durable before it is granted.
 Events are the wire records of `ra.types` (bare, or as ``(peer_id, reply)``
 for AER/heartbeat/snapshot replies as Ra casts them) and Erlang-shaped
 tuples: ``("command", cmd)``, ``("commands", [cmd])``,
-``("ra_log_event", evt)``, ``("transfer_leadership", id)`` and the atoms
-``"election_timeout"``, ``"await_condition_timeout"``, ``"pipeline_rpcs"``,
-``"try_become_leader"``.
+``("ra_log_event", evt)``, ``("transfer_leadership", id)``,
+``("consistent_query", from, fun)``, ``("snapshot_retry_timeout", peer)`` and
+the atoms ``"election_timeout"``, ``"await_condition_timeout"``,
+``"receive_snapshot_timeout"``, ``"pipeline_rpcs"``, ``"try_become_leader"``.
+``DOWN`` of a snapshot sender goes to `handle_down`; what the shell did when
+executing ``send_snapshot`` comes back through `update_peer`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ra import consistent_queries
 from ra import machine as ra_machine
 from ra.apply import apply_to
 from ra.log import WalDown
+from ra.release_cursor import maybe_emit_pending_release_cursor
 from ra.replication import (
     append_entries_reply,
     cast_reply,
@@ -31,7 +36,9 @@ from ra.replication import (
     make_all_rpcs,
     make_pipelined_rpc_effects,
     make_rpcs,
+    send_snapshot_effect,
 )
+from ra.snapshot import INIT, LAST, NEXT, PRE, Accepting, retry_delay_ms
 from ra.state import (
     WAL_DOWN_CONDITION_TIMEOUT,
     Condition,
@@ -40,6 +47,7 @@ from ra.state import (
     dehydrate,
     get_membership,
     hydrate,
+    make_cluster,
     required_quorum,
 )
 from ra.types import (
@@ -170,6 +178,52 @@ def recover(s: ServerState) -> None:
             s.cluster_index_term = (idx, term)
 
 
+def log_event(evt: Any, s: ServerState) -> Effects:
+    """Hand a ``ra_log_event`` to the log; a write may satisfy a stashed release cursor."""
+    effects = s.log.handle_event(evt)
+    return maybe_emit_pending_release_cursor(s, effects)
+
+
+def update_peer(peer_id: ServerId, s: ServerState, **fields: Any) -> None:
+    """``ra_server:update_peer``: the shell records what executing an effect did
+    (e.g. ``status={"sending_snapshot", pid, attempt}`` or ``"disconnected"``)."""
+    peer = s.cluster[peer_id]
+    for key, value in fields.items():
+        setattr(peer, key, value)
+
+
+def update_disconnected_peers(node: str, status: str, s: ServerState) -> None:
+    """A ``nodeup`` ends ``disconnected`` and snapshot backoff for peers on that node."""
+    if status != "nodeup":
+        return
+    for (_, peer_node), peer in s.cluster.items():
+        in_backoff = isinstance(peer.status, tuple) and peer.status[0] == "snapshot_backoff"
+        if peer_node == node and (peer.status == "disconnected" or in_backoff):
+            peer.status = "normal"
+
+
+def handle_down(raft_state: str, component: str, pid: Any, info: Any, s: ServerState) -> Result:
+    """``DOWN`` of a monitored helper; only snapshot senders are handled here."""
+    if component != "snapshot_sender" or raft_state not in (LEADER, AWAIT_CONDITION):
+        return raft_state, s, []
+    found = [
+        (peer_id, peer) for peer_id, peer in s.cluster.items()
+        if isinstance(peer.status, tuple) and peer.status[0] == "sending_snapshot"
+        and peer.status[1] == pid
+    ]
+    if not found:
+        return raft_state, s, []
+    peer_id, peer = found[0]
+    status = peer.status
+    if info == "normal":
+        # success was already processed through install_snapshot_result
+        peer.status = "normal"
+        return raft_state, s, maybe_emit_pending_release_cursor(s, [])
+    attempt = int(status[2]) + 1
+    peer.status = ("snapshot_backoff", attempt)
+    return raft_state, s, [("start_snapshot_retry_timer", peer_id, retry_delay_ms(attempt))]
+
+
 # ---------------------------------------------------------------------------
 # elections (spec §6)
 # ---------------------------------------------------------------------------
@@ -260,6 +314,14 @@ def _step_down(term: int, s: ServerState, effects: Effects) -> Result:
 
 
 def handle_leader(msg: Any, s: ServerState) -> Result:
+    raft_state, s, effects = _handle_leader_msg(msg, s)
+    if raft_state == LEADER and s.pending_consistent_queries and s.cluster_change_permitted:
+        # the noop of this term is applied: parked queries can be confirmed now
+        effects = effects + consistent_queries.flush_pending(s)
+    return raft_state, s, effects
+
+
+def _handle_leader_msg(msg: Any, s: ServerState) -> Result:
     cur = s.current_term
     match msg:
         case (peer_id, AppendEntriesReply(term=term, success=True) as reply) if term == cur:
@@ -277,11 +339,19 @@ def handle_leader(msg: Any, s: ServerState) -> Result:
         case ("commands", cmds):
             return _leader_commands(cmds, s)
         case ("ra_log_event", ("written", _, _) as evt):
-            effects = s.log.handle_event(evt)
+            effects = log_event(evt, s)
             effects = evaluate_quorum(s, effects)
             return LEADER, s, [("next_event", "info", "pipeline_rpcs"), *effects]
         case ("ra_log_event", evt):
-            return LEADER, s, s.log.handle_event(evt)
+            return LEADER, s, log_event(evt, s)
+        case ("snapshot_retry_timeout", peer_id):
+            peer = s.cluster.get(peer_id)
+            if peer is not None and isinstance(peer.status, tuple) and (
+                peer.status[0] == "snapshot_backoff"
+            ):
+                # the status stays in backoff so the shell can read the attempt count
+                return LEADER, s, [send_snapshot_effect(peer_id, s)]
+            return LEADER, s, []
         case "pipeline_rpcs":
             more, effects = make_pipelined_rpc_effects(s, [])
             if more:
@@ -302,6 +372,7 @@ def handle_leader(msg: Any, s: ServerState) -> Result:
             peer.match_index = last_index
             peer.commit_index_sent = last_index
             peer.next_index = last_index + 1
+            effects = maybe_emit_pending_release_cursor(s, effects)
             effects = maybe_promote_peer(peer_id, s, effects)
             _, effects = make_pipelined_rpc_effects(s, effects)
             return LEADER, s, effects
@@ -322,11 +393,14 @@ def handle_leader(msg: Any, s: ServerState) -> Result:
             return LEADER, s, [cast_reply(s.id, leader_id, HeartbeatReply(qi, cur))]
         case HeartbeatRpc(term=term):
             raise LeaderSawHeartbeatInSameTerm(f"{s.cfg.log_id}: term {term}")
-        case (peer_id, HeartbeatReply(term=term)):
+        case (peer_id, HeartbeatReply(term=term, query_index=qi)):
             if term > cur:
                 return _step_down(term, s, [])
-            # consistent queries are not modelled: a confirmation changes nothing
-            return LEADER, s, []
+            if term < cur or peer_id not in s.cluster:
+                return LEADER, s, []
+            return LEADER, s, consistent_queries.heartbeat_reply(peer_id, qi, s)
+        case ("consistent_query", from_, query_fun):
+            return LEADER, s, consistent_queries.request(from_, query_fun, s)
         case RequestVoteRpc(term=term, candidate_id=cand) if term > cur:
             if cand not in s.cluster:
                 return LEADER, s, []
@@ -611,7 +685,7 @@ def handle_candidate(msg: Any, s: ServerState) -> Result:
             reply = InstallSnapshotResult(cur, meta["index"], meta["term"])
             return CANDIDATE, s, [("reply", reply)]
         case ("ra_log_event", evt):
-            return CANDIDATE, s, s.log.handle_event(evt)
+            return CANDIDATE, s, log_event(evt, s)
         case "election_timeout":
             return call_for_election(CANDIDATE, s)
     return CANDIDATE, s, _unsupported(msg)
@@ -655,7 +729,7 @@ def handle_pre_vote(msg: Any, s: ServerState) -> Result:
         case "election_timeout":
             return call_for_election(PRE_VOTE, s)
         case ("ra_log_event", evt):
-            return PRE_VOTE, s, s.log.handle_event(evt)
+            return PRE_VOTE, s, log_event(evt, s)
     return PRE_VOTE, s, _unsupported(msg)
 
 
@@ -694,6 +768,7 @@ def evaluate_commit_index_follower(s: ServerState, effects: Effects) -> Result:
     last_idx, _ = s.log.last_index_term()
     before = s.last_applied
     effects = apply_to(min(last_idx, s.commit_index), s, effects)
+    effects = maybe_emit_pending_release_cursor(s, effects)
     if s.last_applied > before:
         effects = [("aux", "eval"), *effects]
     return FOLLOWER, s, effects
@@ -819,7 +894,7 @@ def handle_follower(msg: Any, s: ServerState) -> Result:
             return FOLLOWER, s, [cast_reply(s.id, leader_id, HeartbeatReply(qi, cur))]
         case ("ra_log_event", evt):
             before = s.log.last_written()
-            effects = s.log.handle_event(evt)
+            effects = log_event(evt, s)
             if s.log.last_written() != before and s.leader_id is not None:
                 reply = append_entries_reply(cur, True, s)
                 return FOLLOWER, s, [cast_reply(s.id, s.leader_id, reply), *effects]
@@ -849,6 +924,8 @@ def handle_follower(msg: Any, s: ServerState) -> Result:
             return FOLLOWER, s, []
         case InstallSnapshotRpc(term=term, meta=meta) if term < cur:
             return FOLLOWER, s, [("reply", InstallSnapshotResult(cur, meta["index"], meta["term"]))]
+        case InstallSnapshotRpc():
+            return _follower_install_snapshot(msg, s)
         case RequestVoteResult() | PreVoteResult():
             return FOLLOWER, s, []
         case "election_timeout" | "try_become_leader":
@@ -856,6 +933,124 @@ def handle_follower(msg: Any, s: ServerState) -> Result:
                 return FOLLOWER, s, []
             return call_for_election(PRE_VOTE, s)
     return FOLLOWER, s, _unsupported(msg)
+
+
+def _follower_install_snapshot(rpc: InstallSnapshotRpc, s: ServerState) -> Result:
+    """Start accepting a snapshot, or tell the leader to skip ahead (spec §17.4)."""
+    meta = rpc.meta
+    snap_idx = int(meta["index"])
+    num, flag = rpc.chunk_state
+    if int(meta["machine_version"]) > s.cfg.machine_version:
+        # a snapshot this code cannot run: ignored, the sender times out
+        return FOLLOWER, s, []
+    if snap_idx > s.last_applied and num <= 1 and flag != PRE:
+        s.accepting = Accepting(meta=dict(meta))
+        if flag == INIT:
+            # live entries will follow; entries above last_applied cannot be trusted
+            s.log.set_last_index(s.last_applied)
+        update_term(rpc.term, s)
+        s.snapshot_phase = flag
+        s.leader_id = rpc.leader_id
+        return RECEIVE_SNAPSHOT, s, [("next_event", rpc), ("record_leader_msg", rpc.leader_id)]
+    # already past the snapshot: a failed AER reply makes the leader resume from last_applied
+    la_term = fetch_term(s.last_applied, s)
+    assert la_term is not None
+    reply = AppendEntriesReply(rpc.term, False, s.last_applied + 1, s.last_applied, la_term)
+    update_term(rpc.term, s)
+    return FOLLOWER, s, [("reply", reply)]
+
+
+# ---------------------------------------------------------------------------
+# receive_snapshot
+# ---------------------------------------------------------------------------
+
+
+def abort_receive(s: ServerState) -> None:
+    """Drop a partial snapshot; entries written during a ``pre`` phase are undone."""
+    s.accepting = None
+    s.snapshot_phase = None
+    s.log.set_last_index(s.last_applied)
+
+
+def handle_receive_snapshot(msg: Any, s: ServerState) -> Result:
+    cur = s.current_term
+    match msg:
+        case InstallSnapshotRpc(term=term) if term >= cur:
+            return _receive_chunk(msg, s)
+        case InstallSnapshotRpc(meta=meta):
+            return RECEIVE_SNAPSHOT, s, [
+                ("reply", InstallSnapshotResult(cur, meta["index"], meta["term"]))
+            ]
+        case AppendEntriesRpc(term=term) | RequestVoteRpc(term=term) if term > cur:
+            abort_receive(s)
+            update_term(term, s)
+            return FOLLOWER, s, [("next_event", msg)]
+        case RequestVoteRpc():
+            return RECEIVE_SNAPSHOT, s, [("reply", RequestVoteResult(cur, False))]
+        case PreVoteRpc():
+            return process_pre_vote(RECEIVE_SNAPSHOT, msg, s)
+        case "receive_snapshot_timeout":
+            abort_receive(s)
+            return FOLLOWER, s, []
+        case ("ra_log_event", evt):
+            return RECEIVE_SNAPSHOT, s, log_event(evt, s)
+    # heartbeats, same-term AERs, replies: dropped while receiving
+    return RECEIVE_SNAPSHOT, s, []
+
+
+def _receive_chunk(rpc: InstallSnapshotRpc, s: ServerState) -> Result:
+    meta = rpc.meta
+    snap_idx, snap_term = int(meta["index"]), int(meta["term"])
+    reply = InstallSnapshotResult(s.current_term, snap_idx, snap_term)
+    acc = s.accepting
+    assert acc is not None, "receive_snapshot without an accepting snapshot"
+    num, flag = rpc.chunk_state
+    if flag == INIT:
+        if s.snapshot_phase == INIT and acc.idxterm()[0] == snap_idx:
+            return RECEIVE_SNAPSHOT, s, [("reply", reply)]
+        # the sender restarted: start over from follower
+        abort_receive(s)
+        return FOLLOWER, s, [("next_event", rpc)]
+    assert acc.idxterm() == (snap_idx, snap_term), "chunk of another snapshot"
+    update_term(rpc.term, s)
+    if flag == PRE:
+        raise NotImplementedError("live-index (pre phase) snapshots are not modelled")
+    if flag == NEXT:
+        acc.accept_chunk(num, rpc.data)
+        s.snapshot_phase = NEXT
+        return RECEIVE_SNAPSHOT, s, [("reply", reply)]
+    assert flag == LAST, f"unknown chunk flag {flag!r}"
+    return _complete_snapshot(acc, num, rpc.data, reply, s)
+
+
+def _complete_snapshot(
+    acc: Accepting, num: int, data: bytes, reply: InstallSnapshotResult, s: ServerState
+) -> Result:
+    meta = acc.meta
+    snap_idx, snap_term = acc.idxterm()
+    mac_state = acc.complete(num, data)
+    cfg = s.cfg
+    old_meta = {"machine_version": cfg.effective_machine_version, "term": s.current_term,
+                "index": s.last_applied, "cluster": dehydrate(s.cluster)}
+    snap_ver = int(meta["machine_version"])
+    if snap_ver > cfg.effective_machine_version:
+        cfg.effective_machine_version = snap_ver
+        cfg.machine_versions.insert(0, (snap_idx, snap_ver))
+        cfg.effective_machine_module = ra_machine.which_module(cfg.machine, snap_ver)
+    module = cfg.effective_machine_module
+    log_effects = s.log.install_snapshot(dict(meta), mac_state)
+    old_state = s.machine_state
+    installed = ra_machine.call_snapshot_installed(module, dict(meta), mac_state,
+                                                   old_meta, old_state)
+    s.commit_index = snap_idx
+    s.last_applied = snap_idx
+    s.cluster_index_term = (snap_idx, snap_term)
+    s.cluster = make_cluster(s.id, meta["cluster"])
+    s.membership = get_membership(s.cluster, s.id, s.cfg.uid, s.membership)
+    s.machine_state = mac_state
+    s.accepting = None
+    s.snapshot_phase = None
+    return FOLLOWER, s, [("reply", reply), *log_effects, *installed]
 
 
 # ---------------------------------------------------------------------------
@@ -889,7 +1084,7 @@ def handle_await_condition(msg: Any, s: ServerState) -> Result:
                 return cond.transition_to, s, []
             return cond.timeout_transition_to, s, list(cond.timeout_effects)
         case ("ra_log_event", evt):
-            return AWAIT_CONDITION, s, s.log.handle_event(evt)
+            return AWAIT_CONDITION, s, log_event(evt, s)
     if cond.predicate(msg, s):
         s.condition = None
         return cond.transition_to, s, [("next_event", msg)]
@@ -934,4 +1129,5 @@ _HANDLERS = {
     CANDIDATE: handle_candidate,
     PRE_VOTE: handle_pre_vote,
     AWAIT_CONDITION: handle_await_condition,
+    RECEIVE_SNAPSHOT: handle_receive_snapshot,
 }

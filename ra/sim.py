@@ -18,13 +18,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ra import release_cursor, server, timeouts
 from ra import seq as ra_seq
-from ra import server, timeouts
+from ra import snapshot as ra_snapshot
 from ra.effects import executes
-from ra.log import MemoryLog
+from ra.log import DEFAULT_MIN_SNAPSHOT_INTERVAL, MemoryLog
 from ra.machine import Machine
 from ra.state import ServerState, init
-from ra.types import AWAIT_CONDITION, FOLLOWER, LEADER, RECOVERED, ServerId, make_command
+from ra.types import (
+    AWAIT_CONDITION,
+    FOLLOWER,
+    LEADER,
+    RECEIVE_SNAPSHOT,
+    RECOVERED,
+    AppendEntriesReply,
+    InstallSnapshotResult,
+    InstallSnapshotRpc,
+    ServerId,
+    make_command,
+)
 
 TICK_MS = 1000
 POLL_MS = timeouts.ATEN_POLL_INTERVAL
@@ -43,6 +55,39 @@ class CounterMachine(Machine):
                 new = state + int(n)
                 return (new, new)
         return (state, ("error", "unknown_command"))
+
+
+class SnapshottingCounter(CounterMachine):
+    """A counter that lets go of its log every `every` applied entries.
+
+    Its state is the total alone, so a release cursor at the applied index is
+    always correct; the optional `condition` exercises conditional cursors.
+    """
+
+    def __init__(self, every: int, condition: list[Any] | None = None) -> None:
+        self.every = every
+        self.condition = condition
+
+    def apply(self, meta: dict[str, Any], command: Any, state: int) -> tuple[Any, ...]:
+        new, reply = super().apply(meta, command, state)
+        idx = meta["index"]
+        if idx % self.every:
+            return (new, reply)
+        if self.condition is None:
+            return (new, reply, [("release_cursor", idx, new)])
+        return (new, reply, [("release_cursor", idx, new, {"condition": self.condition})])
+
+
+@dataclass
+class SnapshotSender:
+    """The leader's helper that streams one snapshot to one peer by calls."""
+
+    sid: Any
+    leader: ServerId
+    peer: ServerId
+    rpcs: list[InstallSnapshotRpc]
+    pos: int = 0
+    done: bool = False
 
 
 class SafetyViolation(AssertionError):
@@ -81,6 +126,10 @@ class Sim:
         drop_rate: float = 0.0,
         net_delay: tuple[int, int] = (1, 5),
         wal_delay: tuple[int, int] = (1, 3),
+        machine: Any = None,
+        min_snapshot_interval: int = DEFAULT_MIN_SNAPSHOT_INTERVAL,
+        snapshot_chunk_size: int = ra_snapshot.DEFAULT_SNAPSHOT_CHUNK_SIZE,
+        install_snap_rpc_timeout: int = 2_000,
     ) -> None:
         self.rng = random.Random(seed)
         self.now = 0
@@ -101,13 +150,20 @@ class Sim:
         #: client notifications in arrival order: (correlation, reply)
         self.notified: list[tuple[Any, Any]] = []
         self.rejected: list[Any] = []
+        #: last_applied -> machine state first seen there (snapshot installs must match)
+        self.states_at: dict[int, Any] = {}
+        self.snapshot_chunk_size = snapshot_chunk_size
+        self.install_snap_rpc_timeout = install_snap_rpc_timeout
+        self.senders: dict[Any, SnapshotSender] = {}
+        #: (peer, snapshot index) of every completed snapshot install
+        self.installs: list[tuple[ServerId, int]] = []
         for sid in self.ids:
             st = init({
                 "id": sid,
                 "uid": sid[0],
                 "initial_members": list(self.ids),
-                "machine": CounterMachine(),
-                "log": MemoryLog(),
+                "machine": machine or CounterMachine(),
+                "log": MemoryLog(min_snapshot_interval=min_snapshot_interval),
                 "rng": random.Random(self.rng.getrandbits(32)),
             })
             srv = SimServer(sid=sid, state=st)
@@ -199,6 +255,9 @@ class Sim:
             if ev.target == CLIENT:
                 self._client_receive(ev.payload[0])
                 return
+            if ev.target in self.senders:
+                self._sender_receive(self.senders[ev.target], ev.payload[0])
+                return
             srv = self.servers[ev.target]
             if not srv.stopped:
                 self._deliver(srv, ev.payload[0], ev.payload[1])
@@ -207,8 +266,17 @@ class Sim:
             if srv.stopped or srv.timer_at != ev.at or ev.payload != srv.timer_kind:
                 return  # cancelled or re-armed since
             srv.timer_at = None
-            msg = "await_condition_timeout" if srv.role == AWAIT_CONDITION else "election_timeout"
+            if srv.role == AWAIT_CONDITION:
+                msg = "await_condition_timeout"
+            elif srv.role == RECEIVE_SNAPSHOT:
+                msg = "receive_snapshot_timeout"
+            else:
+                msg = "election_timeout"
             self._deliver(srv, msg, "cast")
+        elif ev.kind == "sender_timeout":
+            sender = self.senders.get(ev.target)
+            if sender is not None and not sender.done and sender.pos == ev.payload:
+                self._sender_exit(sender, "timeout")
         elif ev.kind == "wal":
             srv = self.servers[ev.target]
             if not srv.stopped:
@@ -227,6 +295,11 @@ class Sim:
     def _poll(self, srv: SimServer) -> None:
         """aten: a follower whose leader's node is unreachable suspects it."""
         lead = srv.state.leader_id
+        if not srv.stopped and srv.role == LEADER:
+            # aten reports reachable nodes as up: peers marked disconnected get a new chance
+            for peer in srv.state.peers():
+                if self.reachable(srv.sid[1], peer[1]):
+                    server.update_disconnected_peers(peer[1], "nodeup", srv.state)
         if srv.stopped or srv.role != FOLLOWER or lead is None:
             return
         if not self.reachable(srv.sid[1], lead[1]):
@@ -259,7 +332,11 @@ class Sim:
             effects = _not_leader(old, msg, srv.state)
             self._run_effects(srv, effects, evtype)
             return
-        new, srv.state, effects = server.handle(old, msg, srv.state, self.now)
+        if isinstance(msg, tuple) and msg and msg[0] == "DOWN":
+            _, component, pid, info = msg
+            new, srv.state, effects = server.handle_down(old, component, pid, info, srv.state)
+        else:
+            new, srv.state, effects = server.handle(old, msg, srv.state, self.now)
         if new == server.STOP:
             self._run_effects(srv, effects, evtype)
             srv.stopped = True
@@ -268,10 +345,17 @@ class Sim:
         srv.role = new
         if new != old:
             self._enter(srv, new, old, evtype)
+        elif new == RECEIVE_SNAPSHOT and isinstance(msg, InstallSnapshotRpc):
+            # every chunk resets receive_snapshot_timeout
+            self._set_timer(srv, ra_snapshot.DEFAULT_RECEIVE_SNAPSHOT_TIMEOUT, "receive_snapshot")
         else:
             kind = timeouts.on_stay(new)
             if kind is not None:
                 self._maybe_set_timer(srv, kind)
+        if old == RECEIVE_SNAPSHOT and new == FOLLOWER and srv.state.accepting is None and (
+            isinstance(msg, InstallSnapshotRpc) and msg.chunk_state[1] == "last"
+        ):
+            self.installs.append((srv.sid, srv.state.last_applied))
         srv.queue.extendleft(reversed(nexts))
 
     def _enter(self, srv: SimServer, new: str, old: str, evtype: Any) -> None:
@@ -287,6 +371,9 @@ class Sim:
             self._schedule(0, "tick", srv.sid, srv.tick_gen)
         if new == AWAIT_CONDITION:
             self._set_timer(srv, server.condition_timeout_ms(srv.state), "condition")
+            return
+        if new == RECEIVE_SNAPSHOT:
+            self._set_timer(srv, ra_snapshot.DEFAULT_RECEIVE_SNAPSHOT_TIMEOUT, "receive_snapshot")
             return
         kind = timeouts.on_enter(new, old, server.is_new(srv.state))
         if kind is not None:
@@ -307,7 +394,9 @@ class Sim:
         nexts: list[Any] = []
         st = srv.state
         voter_nodes = {sid[1] for sid in st.voter_ids()}
-        for eff in effects:
+        work = deque(effects)
+        while work:
+            eff = work.popleft()
             if not executes(eff, srv.role, srv.sid[1], st.membership, voter_nodes,
                             own_id=srv.sid, member_ids=list(st.cluster)):
                 continue
@@ -338,7 +427,71 @@ class Sim:
                 case ("record_leader_msg", _):
                     if srv.role == FOLLOWER:
                         srv.timer_at = None
+                case ("release_cursor", *_) | ("checkpoint", *_):
+                    work.extendleft(reversed(release_cursor.handle_effect(eff, st)))
+                case ("bg_work", job, _err):
+                    self._bg_work(srv, job)
+                case ("send_snapshot", to, (_snap, _lead, term)):
+                    self._start_sender(srv, to, term)
+                case ("start_snapshot_retry_timer", peer, ms):
+                    self._schedule(ms, "msg", srv.sid, (("snapshot_retry_timeout", peer), "cast"))
+                case ("demonitor", "process", _pid):
+                    pass
         return nexts
+
+    # ---- snapshots ---------------------------------------------------------
+
+    def _bg_work(self, srv: SimServer, job: Any) -> None:
+        """The worker writes (or promotes) a snapshot, then reports it written."""
+        match job:
+            case ("write_snapshot", kind, meta, _state):
+                idxterm = (meta["index"], meta["term"])
+            case ("promote_checkpoint", idxterm):
+                kind = "snapshot"
+        evt = ("snapshot_written", idxterm, [], kind)
+        delay = self.rng.randint(*self.wal_delay)
+        self._schedule(delay, "msg", srv.sid, (("ra_log_event", evt), "cast"))
+
+    def _start_sender(self, srv: SimServer, peer: ServerId, term: int) -> None:
+        st = srv.state
+        if not self.reachable(srv.sid[1], peer[1]):
+            server.update_peer(peer, st, status="disconnected")
+            return
+        status = st.cluster[peer].status
+        attempt = status[1] if isinstance(status, tuple) else 0
+        snap = st.log.current_snapshot()
+        assert snap is not None
+        meta, mac_state = snap
+        self._seq += 1
+        sender_id = (f"snapshot_sender{self._seq}", srv.sid[1])
+        rpcs = list(ra_snapshot.install_snapshot_rpcs(
+            meta, mac_state, term, srv.sid, self.snapshot_chunk_size))
+        sender = SnapshotSender(sender_id, srv.sid, peer, rpcs)
+        self.senders[sender_id] = sender
+        server.update_peer(peer, st, status=("sending_snapshot", sender_id, attempt))
+        self._sender_call(sender)
+
+    def _sender_call(self, sender: SnapshotSender) -> None:
+        self._send(sender.sid, sender.peer, sender.rpcs[sender.pos], ("call", sender.sid))
+        self._schedule(self.install_snap_rpc_timeout, "sender_timeout", sender.sid, sender.pos)
+
+    def _sender_receive(self, sender: SnapshotSender, reply: Any) -> None:
+        if sender.done:
+            return
+        match reply:
+            case InstallSnapshotResult() if sender.pos + 1 < len(sender.rpcs):
+                sender.pos += 1
+                self._sender_call(sender)
+            case InstallSnapshotResult() | AppendEntriesReply():
+                # the final answer goes to the leader as if the peer had cast it
+                self._send(sender.sid, sender.leader, (sender.peer, reply), "cast")
+                self._sender_exit(sender, "normal")
+
+    def _sender_exit(self, sender: SnapshotSender, reason: str) -> None:
+        sender.done = True
+        del self.senders[sender.sid]
+        down = ("DOWN", "snapshot_sender", sender.sid, reason)
+        self._schedule(0, "msg", sender.leader, (down, "cast"))
 
     def _flush_wal(self, srv: SimServer) -> None:
         """Confirm writes later, in order, one ``written`` event per term run."""
@@ -364,9 +517,17 @@ class Sim:
                 raise SafetyViolation(f"two leaders in term {term}: {sorted(leaders)}")
         st = srv.state
         upto = self._applied_upto[srv.sid]
+        if st.last_applied > upto:
+            seen_state = self.states_at.setdefault(st.last_applied, st.machine_state)
+            if seen_state != st.machine_state:
+                raise SafetyViolation(
+                    f"{srv.sid} has state {st.machine_state!r} at {st.last_applied}, "
+                    f"another member had {seen_state!r}"
+                )
         for idx in range(upto + 1, st.last_applied + 1):
             entry = st.log.fetch(idx)
-            assert entry is not None
+            if entry is None:
+                continue  # covered by an installed snapshot: checked through the state
             seen = self.applied.setdefault(idx, (entry[1], entry[2]))
             if seen != (entry[1], entry[2]):
                 raise SafetyViolation(

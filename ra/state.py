@@ -15,6 +15,7 @@ from typing import Any
 
 from ra import machine as ra_machine
 from ra.log import MemoryLog
+from ra.snapshot import Accepting
 from ra.types import VOTER, IdxTerm, ServerId
 
 #: Defaults of spec §21.
@@ -31,6 +32,10 @@ class Peer:
     next_index: int = 1
     match_index: int = 0
     query_index: int = 0
+    #: ``[(query_index, from, query_fun)]`` oldest first, awaiting a heartbeat quorum
+    queries_waiting_heartbeats: list[tuple[int, Any, Any]] = field(default_factory=list)
+    #: ``[(from, query_fun)]`` parked until this term's noop is applied
+    pending_consistent_queries: list[tuple[Any, Any]] = field(default_factory=list)
     commit_index_sent: int = 0
     status: Any = "normal"
     #: ``{"membership", "uid", "target"}``; ``None`` means voter
@@ -136,6 +141,17 @@ class ServerState:
     condition: Condition | None = None
     pre_vote_token: Any = None
     query_index: int = 0
+    #: ``[(query_index, from, query_fun)]`` oldest first, awaiting a heartbeat quorum
+    queries_waiting_heartbeats: list[tuple[int, Any, Any]] = field(default_factory=list)
+    #: ``[(from, query_fun)]`` parked until this term's noop is applied
+    pending_consistent_queries: list[tuple[Any, Any]] = field(default_factory=list)
+    #: ``(index, machine_state, conditions)`` of a release cursor waiting for
+    #: its conditions (``{written, Idx}``, ``no_snapshot_sends``)
+    pending_release_cursor: tuple[int, Any, list[Any]] | None = None
+    #: chunk flag of the last accepted install_snapshot_rpc (receive_snapshot only)
+    snapshot_phase: str | None = None
+    #: the snapshot being received (receive_snapshot only)
+    accepting: Accepting | None = None
     #: wall clock (ms) of the event being handled; set by the caller
     now_ms: int = 0
 
@@ -183,18 +199,37 @@ def init(config: dict[str, Any]) -> ServerState:
         ),
         system_config=dict(config.get("system_config", {})),
     )
-    cluster = make_cluster(sid, config["initial_members"])
-    mac_state = module.init({"name": sid[0], "machine_version": effective})
+    log = config.get("log") or MemoryLog()
+    persisted_last_applied = int(config.get("last_applied", 0))
+    recovered = log.recovery_snapshot()
+    cluster_index_term: IdxTerm = (0, 0)
+    if recovered is None:
+        cluster = make_cluster(sid, config["initial_members"])
+        mac_state = module.init({"name": sid[0], "machine_version": effective})
+        last_applied = 0
+    else:
+        # spec §18 step 4: the snapshot (or newer checkpoint) replaces init/1 and
+        # the initial members; replay resumes after its index
+        meta, mac_state = recovered
+        last_applied = int(meta["index"])
+        cluster = make_cluster(sid, meta["cluster"])
+        cluster_index_term = (last_applied, int(meta["term"]))
+        snap_ver = int(meta["machine_version"])
+        if snap_ver > effective:
+            cfg.effective_machine_version = snap_ver
+            cfg.machine_versions = [(last_applied, snap_ver)]
+            cfg.effective_machine_module = ra_machine.which_module(mac, snap_ver)
     state = ServerState(
         cfg=cfg,
-        log=config.get("log") or MemoryLog(),
+        log=log,
         cluster=cluster,
         machine_state=mac_state,
         rng=config.get("rng") or random.Random(0),
         current_term=int(config.get("current_term", 0)),
         voted_for=config.get("voted_for"),
-        commit_index=int(config.get("last_applied", 0)),
-        last_applied=0,
+        commit_index=max(persisted_last_applied, last_applied),
+        last_applied=last_applied,
+        cluster_index_term=cluster_index_term,
     )
     state.membership = get_membership(cluster, sid, uid, config.get("membership", VOTER))
     return state

@@ -1,0 +1,73 @@
+"""Consistent queries: a heartbeat round confirms leadership before answering (spec §12.4)."""
+
+from __future__ import annotations
+
+from ra_testlib import S1, S2, S3, entries, leader
+
+from ra import server as core
+from ra.types import HeartbeatReply, HeartbeatRpc
+
+
+def double(state: int) -> int:
+    return state * 2
+
+
+def ready_leader(members: object = None) -> object:
+    st = leader(S1, members=members, log=entries(1, 1), term=1)
+    st.cluster_change_permitted = True
+    st.machine_state = 21
+    return st
+
+
+def test_query_is_answered_once_a_quorum_confirmed_the_query_index() -> None:
+    st = ready_leader()
+    _, st, effects = core.handle("leader", ("consistent_query", "from1", double), st)
+    assert effects == [("send_rpc", S2, HeartbeatRpc(1, 1, S1)),
+                       ("send_rpc", S3, HeartbeatRpc(1, 1, S1))]
+    assert st.queries_waiting_heartbeats[0][:2] == (1, "from1")
+    # a reply for an older index does not confirm this query
+    _, st, effects = core.handle("leader", (S2, HeartbeatReply(0, 1)), st)
+    assert effects == []
+    _, st, effects = core.handle("leader", (S2, HeartbeatReply(1, 1)), st)
+    assert effects == [("reply", "from1", ("ok", 42, S1))]
+    assert st.queries_waiting_heartbeats == []
+    # the late second reply answers nothing again
+    _, st, effects = core.handle("leader", (S3, HeartbeatReply(1, 1)), st)
+    assert effects == []
+
+
+def test_one_confirmation_answers_every_earlier_query_in_order() -> None:
+    st = ready_leader()
+    core.handle("leader", ("consistent_query", "a", double), st)
+    _, st, effects = core.handle("leader", ("consistent_query", "b", double), st)
+    assert [e[2].query_index for e in effects] == [2, 2]
+    _, st, effects = core.handle("leader", (S3, HeartbeatReply(2, 1)), st)
+    assert [e[1] for e in effects] == ["a", "b"]
+
+
+def test_single_member_answers_at_once() -> None:
+    st = ready_leader(members=[S1])
+    _, _, effects = core.handle("leader", ("consistent_query", "f", double), st)
+    assert effects == [("reply", "f", ("ok", 42, S1))]
+
+
+def test_new_leader_parks_queries_until_its_noop_is_applied() -> None:
+    st = leader(S1, log=entries(1, 1), term=2)
+    _, st, effects = core.handle("leader", ("consistent_query", "f", double), st)
+    assert effects == [] and st.pending_consistent_queries
+    core.handle("leader", ("command", ("noop", {"ts": 0}, 0)), st)
+    _, st, effects = core.handle("leader", ("ra_log_event", ("written", 2, [3])), st)
+    _, st, effects = core.handle("leader", (S2, core.AppendEntriesReply(2, True, 4, 3, 2)), st)
+    assert st.cluster_change_permitted
+    assert ("send_rpc", S2, HeartbeatRpc(1, 2, S1)) in effects
+    _, st, effects = core.handle("leader", (S2, HeartbeatReply(1, 2)), st)
+    assert effects == [("reply", "f", ("ok", 2 * st.machine_state, S1))]
+
+
+def test_higher_term_heartbeat_reply_deposes_and_stale_one_is_ignored() -> None:
+    st = ready_leader()
+    core.handle("leader", ("consistent_query", "f", double), st)
+    _, st, effects = core.handle("leader", (S2, HeartbeatReply(1, 0)), st)
+    assert effects == [] and st.cluster[S2].query_index == 0
+    role, st, _ = core.handle("leader", (S2, HeartbeatReply(1, 5)), st)
+    assert role == "follower" and st.current_term == 5
