@@ -162,11 +162,14 @@ class MemoryTransport:
 
     def _local_down(self, peer: str, reason: str) -> None:
         """This side ends the session: tell the peer, then the node (after queued frames)."""
+        pending = self._out.pop(peer, None)
         sid = self.sessions.pop(peer, None)
         self.ticker.remove(peer)
-        self._out.pop(peer, None)
         if sid is None:
             return
+        if pending:
+            # what was sent before the disconnect leaves before the close, as on ZeroMQ
+            self._transmit(peer, _FRAME, sid, pending)
         # frames of this session still in flight (delayed) never arrive
         now = gevent.get_hub().loop.now()
         self._inbox = deque(

@@ -1,0 +1,1 @@
+"""A warren node assembled from the runtime packages, and the `warren` CLI."""

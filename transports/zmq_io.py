@@ -1,0 +1,572 @@
+"""The native I/O thread of the ZeroMQ transport: sockets, handshakes, sessions.
+
+Why a thread: plain pyzmq on a native thread moves several times more
+messages per second than `zmq.green` under the gevent hub (numbers in
+`transports.zmq`). The thread owns every socket; the hub never touches one
+except the inproc PAIR that wakes this thread.
+
+Topology: each node binds one ROUTER. To reach a peer it opens one DEALER to
+the peer's ROUTER and runs the handshake (`transports.handshake`) over it;
+that single TCP connection then carries both directions of the session (the
+initiator writes on its DEALER, the acceptor on its ROUTER with the
+connection's routing id), so each direction is one ordered stream. When both
+nodes dial each other at once, the connection opened by the node with the
+smaller name wins, as in Erlang.
+
+Authentication is per TCP connection: a routing id is trusted only once its
+``auth`` step verified, and every frame also carries the session id. Frames
+from any other routing id or session are discarded here, in this thread,
+before the hub could ever unpickle them. ZeroMQ's automatic reconnect cannot
+smuggle old frames into a new session either: a reconnected DEALER gets a new
+routing id at the peer, which is unauthenticated.
+
+Events for the hub go to a deque in arrival order, followed by one wake-up of
+the hub per poll round (a libev async watcher, the only thread-safe way into
+the hub); commands from the hub come the other way through a deque plus a
+one-byte wake on an inproc PAIR.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+from gevent.monkey import get_original
+from zmq.utils.monitor import recv_monitor_message
+
+from transports import handshake as hs
+
+__all__ = ["IoLoop"]
+
+log = logging.getLogger("warren.transport.zmq")
+
+_start_new_thread = get_original("_thread", "start_new_thread")
+
+# Events for the hub (first element).
+EV_UP = "up"  # (EV_UP, peer, sid, creation)
+EV_FRAME = "frame"  # (EV_FRAME, peer, sid, payload)
+EV_DOWN = "down"  # (EV_DOWN, peer, sid, reason)
+EV_SETUP_FAILED = "setup_failed"  # (EV_SETUP_FAILED, peer, reason)
+
+_RECV_BATCH = 512  # messages read from one socket per poll round
+_PROBE_DELAYS = (0.005, 0.02, 0.05, 0.1, 0.25)
+_CLOSE_LINGER_MS = 500
+
+
+@dataclass(slots=True)
+class _Link:
+    """One connection to a peer, being set up or carrying a session."""
+
+    peer: str
+    sid: int
+    outgoing: bool  # True: our DEALER dialled; False: accepted on our ROUTER
+    deadline: float
+    my_nonce: str = ""
+    their_nonce: str = ""
+    creation: int = 0
+    up: bool = False
+    sock: zmq.Socket | None = None  # DEALER (outgoing)
+    mon: zmq.Socket | None = None  # its monitor socket
+    rid: bytes = b""  # routing id (incoming)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def peer_endpoint(peer: str) -> str:
+    """``name@host:port`` → ``tcp://host:port`` (the address is in the name)."""
+    _, _, addr = peer.partition("@")
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"node name {peer!r} is not name@host:port")
+    return f"tcp://{host}:{port}"
+
+
+class IoLoop:
+    """All socket work of one node, on one native thread."""
+
+    def __init__(
+        self,
+        name: str,
+        creation: int,
+        cookie: bytes,
+        bind: str,
+        setuptime: float,
+        wake_hub: Callable[[], None],
+    ) -> None:
+        self.name = name
+        self.creation = creation
+        self._cookie = cookie
+        self._setuptime = setuptime
+        self._wake_hub = wake_hub
+        self.events: deque[tuple[Any, ...]] = deque()
+        self.rx: dict[int, int] = {}  # sid -> frames received (read by the hub's ticker)
+        self.stats = {"refused": 0, "discarded": 0, "stale": 0}
+        self._cmds: deque[tuple[Any, ...]] = deque()
+        self._wake_pending = False
+        self._stopping = False
+        self._ctx = zmq.Context()
+        router = self._ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        router.setsockopt(zmq.SNDHWM, 0)  # never drop, never block (spec §3.7)
+        router.setsockopt(zmq.RCVHWM, 0)
+        router.setsockopt(zmq.LINGER, _CLOSE_LINGER_MS)
+        router.bind(bind)  # in the caller's thread, so a busy port fails loudly
+        self._router = router
+        self._router_mon = router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._pair_addr = f"inproc://warren-io-{id(self)}"
+        self._pair_io = self._ctx.socket(zmq.PAIR)
+        self._pair_io.bind(self._pair_addr)
+        self._pair_hub = self._ctx.socket(zmq.PAIR)
+        self._pair_hub.setsockopt(zmq.SNDHWM, 0)
+        self._pair_hub.connect(self._pair_addr)
+        self._links: dict[str, _Link] = {}  # peer -> up link or our pending dial
+        self._pending_in: dict[str, _Link] = {}  # peer -> accepted, not yet authenticated
+        self._by_rid: dict[bytes, _Link | None] = {}  # None: refused connection
+        self._by_sock: dict[zmq.Socket, _Link] = {}
+        self._poller = zmq.Poller()
+        self._probes: list[float] = []
+        self._dirty = False
+        self.done = False
+
+    # ------------------------------------------------------------ hub side
+
+    def start(self) -> None:
+        _start_new_thread(self._run, ())
+
+    def submit(self, cmd: tuple[Any, ...]) -> None:
+        """Called in the hub thread: queue a command and wake the I/O thread."""
+        if self._stopping or self._pair_hub.closed:
+            return  # the transport is closed: nothing leaves any more
+        self._cmds.append(cmd)
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._pair_hub.send(b"", zmq.NOBLOCK)
+
+    # ------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        poller = self._poller
+        poller.register(self._router, zmq.POLLIN)
+        poller.register(self._router_mon, zmq.POLLIN)
+        poller.register(self._pair_io, zmq.POLLIN)
+        try:
+            while not self._stopping:
+                try:
+                    self._round(poller)
+                except zmq.ContextTerminated:
+                    raise
+                except Exception:
+                    # One bad event (a peer vanishing mid-handshake, say) must
+                    # not end the node's only I/O thread.
+                    log.exception("node %s: I/O round failed", self.name)
+        except Exception:
+            log.exception("node %s: I/O thread failed", self.name)
+        finally:
+            self._shutdown()
+
+    def _round(self, poller: zmq.Poller) -> None:
+        """One poll round: commands from the hub, sockets, timers, hub wake-up."""
+        timeout = self._poll_timeout()
+        ready = dict(poller.poll(timeout))
+        if self._pair_io in ready:
+            self._drain_pair()
+            self._run_commands()
+        if self._stopping:
+            return
+        if self._router in ready:
+            self._read_router()
+        if self._router_mon in ready:
+            self._read_router_monitor()
+        for sock in list(ready):
+            link = self._by_sock.get(sock)
+            if link is None:
+                continue
+            if sock is link.sock:
+                self._read_dealer(link)
+            elif sock is link.mon:
+                self._read_dealer_monitor(link)
+        self._timers()
+        if self._dirty:
+            self._dirty = False
+            self._wake_hub()
+
+    def _poll_timeout(self) -> int | None:
+        deadlines = [t for t in self._probes]
+        deadlines += [lk.deadline for lk in self._pending_in.values()]
+        deadlines += [lk.deadline for lk in self._links.values() if not lk.up]
+        if not deadlines:
+            return None
+        return max(0, int((min(deadlines) - time.monotonic()) * 1000) + 1)
+
+    def _emit(self, event: tuple[Any, ...]) -> None:
+        self.events.append(event)
+        self._dirty = True
+
+    def _drain_pair(self) -> None:
+        self._wake_pending = False  # before draining commands: no lost wake-up
+        try:
+            while True:
+                self._pair_io.recv(zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+
+    def _run_commands(self) -> None:
+        cmds = self._cmds
+        while cmds:
+            cmd = cmds.popleft()
+            op = cmd[0]
+            if op == "send":
+                self._send(cmd[1], cmd[2], cmd[3])
+            elif op == "connect":
+                self._dial(cmd[1])
+            elif op == "down":
+                self._local_down(cmd[1], cmd[2], cmd[3])
+            elif op == "abort":
+                link = self._links.get(cmd[1])
+                if link is not None and not link.up:
+                    self._drop(link)
+            elif op == "close":
+                self._close_all()
+                self._stopping = True
+                return
+
+    # ------------------------------------------------------------ sending
+
+    def _send(self, peer: str, sid: int, parts: list[bytes]) -> None:
+        link = self._links.get(peer)
+        if link is None or not link.up or link.sid != sid:
+            return  # the session ended meanwhile: the frame is lost, as in Erlang
+        self._write(link, parts)
+
+    def _write(self, link: _Link, parts: list[bytes]) -> bool:
+        try:
+            if link.outgoing:
+                assert link.sock is not None
+                link.sock.send_multipart(parts, zmq.NOBLOCK, copy=False)
+            else:
+                self._router.send_multipart([link.rid, *parts], zmq.NOBLOCK, copy=False)
+            return True
+        except zmq.ZMQError as exc:
+            # ROUTER_MANDATORY: the connection is gone (EHOSTUNREACH).
+            if link.up and self._links.get(link.peer) is link:
+                self._emit((EV_DOWN, link.peer, link.sid, "connection_closed"))
+            log.debug("node %s: write to %s failed: %s", self.name, link.peer, exc)
+            self._drop(link)
+            return False
+
+    def _local_down(self, peer: str, sid: int, notify: bool) -> None:
+        link = self._links.get(peer)
+        if link is None or link.sid != sid:
+            return
+        if notify and link.up:
+            self._write(link, [hs.sid_header(hs.CLOSE, sid)])
+        self._drop(link)
+
+    def _close_all(self) -> None:
+        for link in list(self._links.values()):
+            if link.up:
+                self._write(link, [hs.sid_header(hs.CLOSE, link.sid)])
+            self._drop(link)
+
+    # ------------------------------------------------------------ dialling
+
+    def _dial(self, peer: str) -> None:
+        if peer in self._links or peer in self._pending_in:
+            return
+        try:
+            endpoint = peer_endpoint(peer)
+        except ValueError as exc:
+            log.warning("node %s: %s", self.name, exc)
+            self._emit((EV_SETUP_FAILED, peer, "connection_setup_failed"))
+            return
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.LINGER, _CLOSE_LINGER_MS)
+        mon = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        sock.connect(endpoint)
+        link = _Link(peer, hs.new_sid(), True, time.monotonic() + self._setuptime,
+                     my_nonce=hs.new_nonce(), sock=sock, mon=mon)
+        self._links[peer] = link
+        self._by_sock[sock] = link
+        self._by_sock[mon] = link
+        self._poller.register(sock, zmq.POLLIN)
+        self._poller.register(mon, zmq.POLLIN)
+        hello = hs.encode("hello", v=hs.PROTOCOL_VERSION, to=peer, creation=self.creation,
+                          nonce=link.my_nonce, sid=link.sid, **{"from": self.name})
+        sock.send_multipart([hs.HANDSHAKE, hello])
+
+    def _read_dealer(self, link: _Link) -> None:
+        sock = link.sock
+        for _ in range(_RECV_BATCH):
+            if sock is None or self._by_sock.get(sock) is not link:
+                return
+            try:
+                parts = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if not parts:
+                continue
+            header = parts[0]
+            if header == hs.HANDSHAKE:
+                self._dealer_handshake(link, parts)
+            else:
+                self._session_frame(link, header, parts)
+
+    def _dealer_handshake(self, link: _Link, parts: list[bytes]) -> None:
+        try:
+            if len(parts) != 2 or link.up:
+                raise hs.HandshakeError("unexpected handshake message")
+            msg = hs.decode(parts[1])
+            if msg["op"] == "nok":
+                if msg["reason"] == "simultaneous":
+                    # The peer's own dial to us wins; its hello arrives on our ROUTER.
+                    self._drop(link)
+                    return
+                raise hs.HandshakeError(f"peer refused: {msg['reason']}")
+            if msg["op"] != "challenge" or msg["from"] != link.peer or msg["sid"] != link.sid:
+                raise hs.HandshakeError("challenge does not match the hello")
+            tr = hs.Transcript(self.name, link.peer, self.creation, msg["creation"],
+                               link.my_nonce, msg["nonce"], link.sid)
+            if not hs.Transcript.check(tr.acceptor_mac(self._cookie), msg["mac"]):
+                raise hs.HandshakeError("bad challenge MAC (different cookie?)")
+        except hs.HandshakeError as exc:
+            self.stats["refused"] += 1
+            log.warning("node %s: refused connection to %s: %s", self.name, link.peer, exc)
+            self._drop(link)
+            self._emit((EV_SETUP_FAILED, link.peer, "connection_setup_failed"))
+            return
+        assert link.sock is not None
+        link.sock.send_multipart(
+            [hs.HANDSHAKE, hs.encode("auth", sid=link.sid, mac=tr.initiator_mac(self._cookie))])
+        link.creation = msg["creation"]
+        link.up = True
+        self._emit((EV_UP, link.peer, link.sid, link.creation))
+
+    def _read_dealer_monitor(self, link: _Link) -> None:
+        assert link.mon is not None
+        try:
+            while True:
+                event = recv_monitor_message(link.mon, zmq.NOBLOCK)
+                if event["event"] == zmq.EVENT_DISCONNECTED and link.up:
+                    # TCP closed or reset: report now rather than after the ticks.
+                    if self._links.get(link.peer) is link:
+                        self._emit((EV_DOWN, link.peer, link.sid, "connection_closed"))
+                    self._drop(link)
+                    return
+        except zmq.Again:
+            pass
+
+    # ------------------------------------------------------------ accepting
+
+    def _read_router(self) -> None:
+        router = self._router
+        for _ in range(_RECV_BATCH):
+            try:
+                parts = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(parts) < 2:
+                continue
+            rid, header = parts[0], parts[1]
+            if header == hs.HANDSHAKE:
+                self._router_handshake(rid, parts[2:])
+                continue
+            link = self._by_rid.get(rid)
+            if link is None or not link.up:
+                self._discard(rid, "frame from an unauthenticated connection")
+                continue
+            self._session_frame(link, header, parts[1:])
+
+    def _discard(self, rid: bytes, why: str) -> None:
+        self.stats["discarded"] += 1
+        if self.stats["discarded"] <= 10 or self.stats["discarded"] % 1000 == 0:
+            log.warning("node %s: discarded %s (%d so far)", self.name, why,
+                        self.stats["discarded"])
+
+    def _refuse(self, rid: bytes, sid: int, why: str, peer: str = "?") -> None:
+        self.stats["refused"] += 1
+        log.warning("node %s: refused connection from %s: %s", self.name, peer, why)
+        if len(self._by_rid) > 10_000:
+            self._by_rid = {k: v for k, v in self._by_rid.items() if v is not None}
+        self._by_rid[rid] = None
+        try:
+            self._router.send_multipart([rid, hs.HANDSHAKE, hs.encode("nok", sid=sid,
+                                                                      reason="refused")])
+        except zmq.ZMQError:
+            pass
+
+    def _router_handshake(self, rid: bytes, rest: list[bytes]) -> None:
+        try:
+            if len(rest) != 1:
+                raise hs.HandshakeError("bad handshake frame")
+            msg = hs.decode(rest[0])
+        except hs.HandshakeError as exc:
+            self._refuse(rid, 0, str(exc))
+            return
+        if rid in self._by_rid and (msg["op"] != "auth" or self._by_rid[rid] is None):
+            self._refuse(rid, msg.get("sid", 0), "handshake out of order")
+            return
+        if msg["op"] == "hello":
+            self._on_hello(rid, msg)
+        elif msg["op"] == "auth":
+            self._on_auth(rid, msg)
+        else:
+            self._refuse(rid, msg.get("sid", 0), f"unexpected {msg['op']!r}")
+
+    def _on_hello(self, rid: bytes, msg: dict[str, Any]) -> None:
+        peer = msg["from"]
+        if msg["v"] != hs.PROTOCOL_VERSION or msg["to"] != self.name or peer == self.name:
+            self._refuse(rid, msg["sid"], f"hello for {msg['to']!r}, version {msg['v']}", peer)
+            return
+        mine = self._links.get(peer)
+        if mine is not None and not mine.up:
+            if self.name < peer:
+                nok = hs.encode("nok", sid=msg["sid"], reason="simultaneous")
+                try:
+                    self._router.send_multipart([rid, hs.HANDSHAKE, nok])
+                except zmq.ZMQError:
+                    pass  # the dialler is already gone (EHOSTUNREACH)
+                return
+            self._drop(mine)  # their dial wins; the hub keeps waiting for the session
+        old = self._pending_in.pop(peer, None)
+        if old is not None:
+            self._by_rid.pop(old.rid, None)
+        link = _Link(peer, msg["sid"], False, time.monotonic() + self._setuptime,
+                     my_nonce=hs.new_nonce(), their_nonce=msg["nonce"],
+                     creation=msg["creation"], rid=rid)
+        self._pending_in[peer] = link
+        self._by_rid[rid] = link
+        tr = self._transcript_in(link)
+        challenge = hs.encode("challenge", creation=self.creation, nonce=link.my_nonce,
+                              sid=link.sid, mac=tr.acceptor_mac(self._cookie),
+                              **{"from": self.name})
+        try:
+            self._router.send_multipart([rid, hs.HANDSHAKE, challenge])
+        except zmq.ZMQError:
+            self._pending_in.pop(peer, None)
+            self._by_rid.pop(rid, None)
+
+    def _transcript_in(self, link: _Link) -> hs.Transcript:
+        return hs.Transcript(link.peer, self.name, link.creation, self.creation,
+                             link.their_nonce, link.my_nonce, link.sid)
+
+    def _on_auth(self, rid: bytes, msg: dict[str, Any]) -> None:
+        link = self._by_rid.get(rid)
+        if link is None or link.up or self._pending_in.get(link.peer) is not link:
+            self._refuse(rid, msg["sid"], "auth without hello")
+            return
+        expected = self._transcript_in(link).initiator_mac(self._cookie)
+        if msg["sid"] != link.sid or not hs.Transcript.check(expected, msg["mac"]):
+            del self._pending_in[link.peer]
+            self._refuse(rid, msg["sid"], "bad auth MAC (different cookie?)", link.peer)
+            return
+        del self._pending_in[link.peer]
+        old = self._links.get(link.peer)
+        if old is not None and old.up and old.outgoing:
+            # A new session from the same peer (restarted, or it saw the old
+            # one die first): what the old connection already holds goes first.
+            self._read_dealer(old)
+            old = self._links.get(link.peer)
+        if old is not None:
+            if old.up:
+                self._emit((EV_DOWN, old.peer, old.sid, "connection_closed"))
+            self._drop(old)
+        link.up = True
+        self._links[link.peer] = link
+        self._emit((EV_UP, link.peer, link.sid, link.creation))
+
+    def _read_router_monitor(self) -> None:
+        try:
+            while True:
+                event = recv_monitor_message(self._router_mon, zmq.NOBLOCK)
+                if event["event"] == zmq.EVENT_DISCONNECTED:
+                    # The event does not say which routing id died; probe the
+                    # accepted sessions over the next moments (ROUTER_MANDATORY
+                    # turns a write to a dead one into EHOSTUNREACH).
+                    now = time.monotonic()
+                    self._probes.extend(now + d for d in _PROBE_DELAYS)
+        except zmq.Again:
+            pass
+
+    # ------------------------------------------------------------ sessions
+
+    def _session_frame(self, link: _Link, header: bytes, parts: list[bytes]) -> None:
+        try:
+            kind, sid = hs.split_header(header)
+        except hs.HandshakeError:
+            self._discard(link.rid, f"malformed frame from {link.peer}")
+            return
+        if not link.up or sid != link.sid or self._links.get(link.peer) is not link:
+            self.stats["stale"] += 1
+            return
+        if kind == hs.DATA:
+            if len(parts) != 2:
+                self._discard(link.rid, f"malformed data frame from {link.peer}")
+                return
+            self.rx[sid] = self.rx.get(sid, 0) + 1
+            self._emit((EV_FRAME, link.peer, sid, parts[1]))
+        elif kind == hs.TICK:
+            self.rx[sid] = self.rx.get(sid, 0) + 1
+        elif kind == hs.CLOSE:
+            self._emit((EV_DOWN, link.peer, sid, "connection_closed"))
+            self._drop(link)
+
+    def _drop(self, link: _Link) -> None:
+        """Forget a link and close its sockets (queued output still leaves: linger)."""
+        if self._links.get(link.peer) is link:
+            del self._links[link.peer]
+        if self._pending_in.get(link.peer) is link:
+            del self._pending_in[link.peer]
+        if link.outgoing:
+            for sock in (link.mon, link.sock):
+                if sock is not None and sock in self._by_sock:
+                    del self._by_sock[sock]
+                    self._poller.unregister(sock)
+            if link.sock is not None:
+                try:
+                    link.sock.disable_monitor()
+                except zmq.ZMQError:
+                    pass
+                link.sock.close()
+            if link.mon is not None:
+                link.mon.close(0)
+            link.sock = link.mon = None
+        else:
+            if self._by_rid.get(link.rid) is link:
+                # The routing id stays known as refused: any later frame on
+                # that connection (e.g. after SIGCONT) is discarded.
+                self._by_rid[link.rid] = None
+        link.up = False
+
+    def _timers(self) -> None:
+        now = time.monotonic()
+        for peer, link in list(self._pending_in.items()):
+            if link.deadline <= now:
+                del self._pending_in[peer]
+                self._by_rid.pop(link.rid, None)
+        for link in list(self._links.values()):
+            if not link.up and link.deadline <= now:
+                self._drop(link)
+                self._emit((EV_SETUP_FAILED, link.peer, "connection_setup_failed"))
+        if self._probes and min(self._probes) <= now:
+            self._probes = [t for t in self._probes if t > now]
+            for link in list(self._links.values()):
+                if link.up and not link.outgoing:
+                    self._write(link, [hs.sid_header(hs.TICK, link.sid)])
+
+    def _shutdown(self) -> None:
+        self.done = True
+        for sock in (self._router_mon, self._pair_io):
+            sock.close(0)
+        try:
+            self._router.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        self._router.close()
+        self._pair_hub.close(0)
+        self._ctx.term()  # waits for the lingering CLOSE frames to leave
