@@ -22,6 +22,7 @@ import gevent
 from gevent.event import Event
 
 from actors.dist import DistHandler
+from transports.batch import Batches
 from transports.faults import DROP, FaultRules
 from transports.tick import NetTicker, TickConfig
 
@@ -57,8 +58,7 @@ class MemoryTransport:
         self._up: dict[str, int] = {}  # peer -> sid whose nodeup the node has seen
         self._inbox: deque[tuple[float, int, str, int, Any]] = deque()
         self._wake = Event()
-        self._out: dict[str, list[tuple[Any, ...]]] = {}
-        self._flush_scheduled = False
+        self._batches = Batches(self._flush)
         self._held: list[tuple[str, tuple[int, str, int, Any]]] = []
         self.ticker = NetTicker(network.tick)
         self.closed = False
@@ -103,19 +103,10 @@ class MemoryTransport:
             return
         if peer not in self.sessions and not self._setup(peer):
             return
-        out = self._out.get(peer)
-        if out is None:
-            self._out[peer] = [signal]
-        else:
-            out.append(signal)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            gevent.get_hub().loop.run_callback(self._flush)
+        self._batches.add(peer, signal)
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
-        out, self._out = self._out, {}
-        for peer, signals in out.items():
+        for peer, signals in self._batches.take().items():
             sid = self.sessions.get(peer)
             if sid is not None:
                 self._transmit(peer, _FRAME, sid, signals)
@@ -162,7 +153,7 @@ class MemoryTransport:
 
     def _local_down(self, peer: str, reason: str) -> None:
         """This side ends the session: tell the peer, then the node (after queued frames)."""
-        pending = self._out.pop(peer, None)
+        pending = self._batches.pop(peer)
         sid = self.sessions.pop(peer, None)
         self.ticker.remove(peer)
         if sid is None:

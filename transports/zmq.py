@@ -52,6 +52,7 @@ from gevent.event import Event
 
 from actors.dist import DistHandler
 from transports import handshake as hs
+from transports.batch import Batches
 from transports.cookie import load_cookie
 from transports.faults import DROP, HOLD, FaultRules
 from transports.tick import NetTicker, TickConfig
@@ -95,8 +96,7 @@ class ZmqTransport:
         self._sessions: dict[str, int] = {}  # peer -> sid used for outgoing frames
         self._up: dict[str, int] = {}  # peer -> sid whose nodeup the node has seen
         self._connecting: dict[str, gevent.Greenlet] = {}  # peer -> setup timer
-        self._out: dict[str, list[tuple[Any, ...]]] = {}
-        self._flush_scheduled = False
+        self._batches = Batches(self._flush)
         # peer -> frames waiting for the fault rules: [release_at | None, sid, header, data]
         self._held: dict[str, deque[list[Any]]] = {}
         self._pump: gevent.Greenlet | None = None
@@ -160,14 +160,7 @@ class ZmqTransport:
             return
         if peer not in self._sessions and not self._setup(peer):
             return
-        out = self._out.get(peer)
-        if out is None:
-            self._out[peer] = [signal]
-        else:
-            out.append(signal)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            gevent.get_hub().loop.run_callback(self._flush)
+        self._batches.add(peer, signal)
 
     def _setup(self, peer: str) -> bool:
         """Start connecting unless already under way; False if it failed at once."""
@@ -188,13 +181,11 @@ class ZmqTransport:
             self._post((EV_SETUP_FAILED, peer, "connection_setup_failed"))
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
-        out, self._out = self._out, {}
-        for peer, signals in out.items():
+        for peer, signals in self._batches.take().items():
             sid = self._sessions.get(peer)
             if sid is None:
                 if peer in self._connecting:
-                    self._out[peer] = signals  # sent once the session is up
+                    self._batches.pending[peer] = signals  # sent once the session is up
                 continue
             self._gate(peer, sid, hs.sid_header(hs.DATA, sid), self._pickle(peer, signals))
 
@@ -285,7 +276,7 @@ class ZmqTransport:
         """
         sid = self._sessions.pop(peer, None)
         self.ticker.remove(peer)
-        pending = self._out.pop(peer, None)
+        pending = self._batches.pop(peer)
         if sid is None:
             return
         if pending:
@@ -349,15 +340,14 @@ class ZmqTransport:
             self._up[peer] = sid
             self.ticker.add(peer)
             node.dist_nodeup(peer, creation)
-            if self._out.get(peer) and not self._flush_scheduled:
-                self._flush_scheduled = True
-                gevent.get_hub().loop.run_callback(self._flush)
+            if self._batches.pending.get(peer):
+                self._batches.schedule()
         elif kind in (EV_DOWN, _EV_LOCAL_DOWN):
             _, _, sid, reason = event
             if self._sessions.get(peer) == sid:
                 del self._sessions[peer]
                 self.ticker.remove(peer)
-                self._out.pop(peer, None)
+                self._batches.pop(peer)
             if self._up.get(peer) == sid:
                 del self._up[peer]
                 node.dist_nodedown(peer, reason)
@@ -371,7 +361,7 @@ class ZmqTransport:
                 self._io.submit(("abort", peer))
             elif event[2] != _IMMEDIATE:
                 return  # already reported by the other of the two setup timers
-            self._out.pop(peer, None)
+            self._batches.pop(peer)
             node.dist_nodedown(peer, "connection_setup_failed")
 
     # ------------------------------------------------------------- ticks
