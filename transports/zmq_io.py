@@ -207,12 +207,17 @@ class IoLoop:
         self._dirty = True
 
     def _drain_pair(self) -> None:
-        self._wake_pending = False  # before draining commands: no lost wake-up
+        # Order matters. The flag is cleared only after the pipe is empty and
+        # before the commands run: clearing it first would let this drain eat
+        # the byte of a `submit` that set the flag after the clear, leaving
+        # the flag True with no byte in flight, and every later `submit`
+        # would skip its wake-up (the I/O thread then sleeps on queued sends).
         try:
             while True:
                 self._pair_io.recv(zmq.NOBLOCK)
         except zmq.Again:
             pass
+        self._wake_pending = False
 
     def _run_commands(self) -> None:
         cmds = self._cmds

@@ -129,7 +129,6 @@ def forwarder(to: Pid) -> None:
 # --------------------------------------------------------------- ordering
 
 
-@pytest.mark.stress  # deselected by default: intermittent stall under bulk load
 def test_fifo_100k_each_way_between_two_processes(cluster: Cluster) -> None:
     a, b = cluster.local(), cluster.child()
     n = 100_000
@@ -172,7 +171,6 @@ def test_fifo_100k_each_way_between_two_processes(cluster: Cluster) -> None:
         assert recv(10_000) == ("consumed", n)
 
 
-@pytest.mark.stress  # deselected by default: intermittent stall under bulk load
 def test_fifo_per_sender_pair_with_three_processes(cluster: Cluster) -> None:
     a, b, c = cluster.local(), cluster.child(), cluster.child()
     n = 30_000
