@@ -111,17 +111,60 @@ def bare_zmq(n_msgs: int) -> float:
     return best
 
 
+_ECHO_SERVER = """
+import sys, zmq
+s = zmq.Context().socket(zmq.ROUTER)
+s.bind(sys.argv[1])
+while True:
+    rid, m = s.recv_multipart()
+    if m == b"stop":
+        break
+    s.send_multipart([rid, m])
+"""
+
+
+def bare_zmq_roundtrip(n_calls: int) -> tuple[float, float]:
+    """Reference for (b): a pickled request echoed by a bare pyzmq ROUTER in
+    another process, timed one round trip at a time: (p50 us, p99 us)."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", _ECHO_SERVER, f"tcp://127.0.0.1:{port}"])
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    try:
+        times = []
+        for i in range(n_calls + n_calls // 10):
+            t0 = time.perf_counter()
+            sock.send(pickle.dumps([("call", i)], 5))
+            pickle.loads(sock.recv())
+            times.append(time.perf_counter() - t0)
+        sock.send(b"stop")
+        server.wait(10)
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    times = sorted(times[n_calls // 10:])  # the first tenth warms up
+    return times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     n_msgs = 100_000 if quick else 500_000
     n_calls = 1_000 if quick else 10_000
     bare = bare_zmq(n_msgs)
     remote, p50, p99 = warren_remote(n_msgs, n_calls)
-    print(f"(b) remote call round trip: p50 {p50:.1f} us  p99 {p99:.1f} us")
+    bare50, bare99 = bare_zmq_roundtrip(n_calls)
+    print(f"(b) remote call round trip: p50 {p50:.1f} us  p99 {p99:.1f} us  "
+          f"(bare pyzmq echo p50 {bare50:.1f} us  p99 {bare99:.1f} us)")
     print(f"(c) node to node: warren {remote:,.0f}/s  bare pyzmq + pickle {bare:,.0f}/s  "
           f"ratio {remote / bare:.2f}")
     return {
         "call_remote_p50_us": round(p50, 1),
         "call_remote_p99_us": round(p99, 1),
+        "bare_zmq_roundtrip_p50_us": round(bare50, 1),
+        "call_remote_p50_vs_bare_zmq": round(p50 / bare50, 2),
         "remote_msgs_s": round(remote),
         "bare_zmq_msgs_s": round(bare),
         "remote_ratio_vs_bare_zmq": round(remote / bare, 3),
