@@ -1,0 +1,107 @@
+"""What the in-memory log stack keeps "on disk" for one node's Ra system.
+
+A Ra server's durable state outlives its process: the WAL's entries per
+writer uid, the snapshot and checkpoints, the meta row (``current_term``,
+``voted_for``, ``last_applied``), the ``ra_log_snapshot_state`` row the WAL
+reads, and the persisted server config that ``restart_server`` re-reads.
+With the in-memory WAL that durable state is this object, owned by the
+system (like ``ra_log_ets`` owns memtables), so servers and the WAL can
+crash and restart and find it again. It does no I/O and holds no process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ra.log import MemoryLog, Snapshot
+from ra.types import Entry
+
+
+@dataclass
+class WriterLog:
+    """The entries the WAL has written for one uid, and its sequence state."""
+
+    entries: dict[int, Entry] = field(default_factory=dict)
+    first: int = 1
+    last: int = 0
+    #: ``in_seq`` or ``out_of_seq`` (spec §15.3)
+    seq_state: str = "in_seq"
+
+    def write(self, entry: Entry) -> None:
+        idx = entry[0]
+        for stale in range(max(idx, self.first), self.last + 1):
+            # an index at or below the last written one overwrites the suffix
+            self.entries.pop(stale, None)
+        if not self.entries:
+            self.first = idx
+        self.entries[idx] = entry
+        self.last = idx
+
+    def truncate_below(self, snap_idx: int) -> None:
+        """Entries at or below a snapshot are not needed any more."""
+        for idx in range(self.first, min(snap_idx, self.last) + 1):
+            self.entries.pop(idx, None)
+        self.first = max(self.first, snap_idx + 1)
+
+    def contiguous(self, start: int) -> list[Entry]:
+        """Entries from `start` up to the first hole."""
+        out: list[Entry] = []
+        idx = start
+        while idx in self.entries:
+            out.append(self.entries[idx])
+            idx += 1
+        return out
+
+
+@dataclass
+class MemoryDisk:
+    """Durable state of every server of one system on one node."""
+
+    wal: dict[str, WriterLog] = field(default_factory=dict)
+    #: uid -> (snapshot, checkpoints)
+    snapshots: dict[str, tuple[Snapshot | None, list[Snapshot]]] = field(default_factory=dict)
+    #: ``ra_log_snapshot_state``: uid -> snapshot index (the WAL drops entries at or below)
+    snapshot_index: dict[str, int] = field(default_factory=dict)
+    #: ``ra_log_meta``: uid -> {"current_term", "voted_for", "last_applied"}
+    meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the persisted ``config`` file of every server: uid -> server config
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``names.dets``: server name -> uid
+    names: dict[str, str] = field(default_factory=dict)
+
+    def writer(self, uid: str) -> WriterLog:
+        return self.wal.setdefault(uid, WriterLog())
+
+    def smallest_live_index(self, uid: str) -> int:
+        """Snapshot index + 1, or 0 when no snapshot is known."""
+        snap = self.snapshot_index.get(uid)
+        return 0 if snap is None else snap + 1
+
+    def save_snapshot(self, uid: str, snap: Snapshot | None, checkpoints: list[Snapshot]) -> None:
+        self.snapshots[uid] = (snap, list(checkpoints))
+        if snap is not None:
+            snap_idx = int(snap[0]["index"])
+            self.snapshot_index[uid] = snap_idx
+            self.writer(uid).truncate_below(snap_idx)
+
+    def open_log(self, uid: str, **log_args: Any) -> MemoryLog:
+        """``ra_log:init``: snapshot, checkpoints and the written entries after them."""
+        snap, ckpts = self.snapshots.get(uid, (None, []))
+        start = 1 if snap is None else int(snap[0]["index"]) + 1
+        wlog = self.wal.get(uid)
+        entries = wlog.contiguous(start) if wlog is not None else []
+        log = MemoryLog(entries, snapshot=snap, checkpoints=ckpts, **log_args)
+        log.take_wal_writes()
+        return log
+
+    def forget(self, uid: str) -> None:
+        """Delete everything of `uid` (``force_delete_server``)."""
+        self.wal.pop(uid, None)
+        self.snapshots.pop(uid, None)
+        self.snapshot_index.pop(uid, None)
+        self.meta.pop(uid, None)
+        self.configs.pop(uid, None)
+        for name, known in list(self.names.items()):
+            if known == uid:
+                del self.names[name]

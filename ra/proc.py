@@ -1,0 +1,627 @@
+"""The Ra server process (``ra_server_proc``): the shell around the pure core.
+
+`ra.server` decides; this process feeds it events and carries out the
+effects it returns. Its jobs are the ones only a process can do: receive
+calls and casts from clients and peers, keep the gen_statem discipline
+(``next_event`` before the mailbox, postponed calls replayed on a state
+change, one state timeout for elections and conditions, named timeouts for
+the tick, machine timers and snapshot retries), monitor the leader, talk to
+the node's WAL, persist term/vote/last_applied, and answer calls that need
+no consensus (queries, ping, members). Client-facing protocol:
+
+* ``("leader_call", req)`` calls are served by the leader; others answer
+  ``("redirect", leader)`` or hold the call until a leader is known;
+* ``("local_call", req)`` calls are served by any member;
+* ``("command", prio, (type, data, reply_mode))`` casts are pipelined commands.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any
+
+import actors
+from actors import gen
+from actors.pid import NoSuchName, Pid, ProcessExit, Ref
+from actors.process import Process
+from ra import machine as ra_machine
+from ra import server, timeouts
+from ra.directory import DirEntry, SystemHandle, lookup
+from ra.proc_effects import run_effects
+from ra.snapshot import (
+    DEFAULT_INSTALL_SNAP_RPC_TIMEOUT,
+    DEFAULT_RECEIVE_SNAPSHOT_TIMEOUT,
+    DEFAULT_SNAPSHOT_CHUNK_SIZE,
+)
+from ra.state import ServerState
+from ra.state import init as init_state
+from ra.statem import CAST, INFO, TIMEOUT, Events
+from ra.types import (
+    AWAIT_CONDITION,
+    CANDIDATE,
+    FOLLOWER,
+    LEADER,
+    NOREPLY,
+    PRE_VOTE,
+    RECEIVE_SNAPSHOT,
+    RECOVER,
+    RECOVERED,
+    USR,
+    InstallSnapshotRpc,
+    InvalidReplyMode,
+    ServerId,
+    make_command,
+    validate_reply_mode,
+)
+
+#: ``tick_timeout`` default (ms).
+DEFAULT_TICK_TIMEOUT = 1000
+#: ``low_priority_commands_flush_size``.
+DEFAULT_LOW_PRIORITY_FLUSH_SIZE = 16
+
+
+def start_link(config: dict[str, Any]) -> Any:
+    """Start a server linked to the caller (its ``ra_server_sup``); ``("ok", pid)``."""
+
+    def init_it(proc: Process, parent: Pid, ack: Ref) -> None:
+        handle = lookup(proc.node, config["system"])
+        if handle is None:
+            gen.init_ack(parent, ack, ("error", "system_not_started"))
+            raise ProcessExit("normal")
+        srv = RaServerProc(config, handle, proc.pid, parent)
+        try:
+            srv.init()
+        except Exception as exc:
+            reason = gen.crash_reason(exc)
+            gen.init_ack(parent, ack, ("error", reason))
+            raise ProcessExit(reason)
+        gen.init_ack(parent, ack, ("ok", proc.pid))
+        srv.loop()
+
+    return gen.start(init_it, name=config["id"][0], link=True)
+
+
+class RaServerProc:
+    """State and event handling of one running Ra server."""
+
+    def __init__(self, config: dict[str, Any], system: SystemHandle, pid: Pid,
+                 parent: Pid) -> None:
+        self.config = config
+        self.system = system
+        self.pid = pid
+        self.parent = parent
+        self.id: ServerId = tuple(config["id"])  # type: ignore[assignment]
+        self.uid: str = config["uid"]
+        self.node_name = self.id[1]
+        self.rng: random.Random = config.get("rng") or random.Random()
+        sys_cfg = system.config
+        self.broadcast_time = int(config.get("broadcast_time", timeouts.BROADCAST_TIME))
+        self.tick_timeout = int(config.get("tick_timeout", DEFAULT_TICK_TIMEOUT))
+        self.install_snap_rpc_timeout = int(
+            config.get("install_snap_rpc_timeout", DEFAULT_INSTALL_SNAP_RPC_TIMEOUT))
+        self.receive_snapshot_timeout = int(
+            sys_cfg.get("receive_snapshot_timeout", DEFAULT_RECEIVE_SNAPSHOT_TIMEOUT))
+        self.snapshot_chunk_size = int(
+            sys_cfg.get("snapshot_chunk_size", DEFAULT_SNAPSHOT_CHUNK_SIZE))
+        self.low_flush_size = int(
+            sys_cfg.get("low_priority_commands_flush_size", DEFAULT_LOW_PRIORITY_FLUSH_SIZE))
+        self.events = Events()
+        self.role = RECOVER
+        self.s: ServerState
+        #: monitor ref -> (component, target)
+        self.monitors: dict[Ref, tuple[str, Any]] = {}
+        #: node -> components monitoring it (machine / aux)
+        self.node_monitors: dict[str, set[str]] = {}
+        self.leader_mon: tuple[ServerId, Ref] | None = None
+        self.low_queue: deque[tuple[Any, Any, Any]] = deque()
+        self.flush_scheduled = False
+        #: leader calls held until a leader is known: [(from, request)]
+        self.stash: list[tuple[Any, Any]] = []
+        self.aux_state: Any = None
+        self._persisted_tv: tuple[int, Any] = (0, None)
+        self._persisted_la = 0
+        self._persisted_snap: tuple[Any, int] = (None, 0)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def init(self) -> None:
+        """``post_init`` + ``recover`` + ``recovered`` (spec §18)."""
+        cfg, disk = self.config, self.system.disk
+        meta = disk.meta.setdefault(self.uid, {})
+        log = disk.open_log(self.uid, **dict(cfg.get("log_init_args", {})))
+        sys_cfg = self.system.config
+        self.s = init_state({
+            "id": self.id,
+            "uid": self.uid,
+            "initial_members": cfg["initial_members"],
+            "machine": cfg["machine"],
+            "log": log,
+            "rng": self.rng,
+            "membership": cfg.get("membership", "voter"),
+            "initial_machine_version": cfg.get("initial_machine_version", 0),
+            "max_pipeline_count": cfg.get(
+                "max_pipeline_count", sys_cfg.get("default_max_pipeline_count", 4096)),
+            "max_append_entries_rpc_batch_size": cfg.get(
+                "max_append_entries_rpc_batch_size",
+                sys_cfg.get("default_max_append_entries_rpc_batch_size", 128)),
+            "await_condition_timeout": cfg.get("await_condition_timeout", 30_000),
+            "system_config": sys_cfg,
+            "current_term": meta.get("current_term", 0),
+            "voted_for": meta.get("voted_for"),
+            "last_applied": meta.get("last_applied", 0),
+        })
+        self._persisted_tv = (self.s.current_term, self.s.voted_for)
+        self._persisted_la = int(meta.get("last_applied", 0))
+        self._persisted_snap = (log.current_snapshot(), len(log.checkpoints()))
+        self.system.directory[self.id[0]] = DirEntry(
+            uid=self.uid, cluster_name=cfg.get("cluster_name"), pid=self.pid, parent=self.parent)
+        init_aux = getattr(self.s.cfg.effective_machine_module, "init_aux", None)
+        self.aux_state = init_aux(self.id[0]) if init_aux is not None else None
+        actors.process_flag("trap_exit", True)
+        actors.monitor_nodes(True)
+        self.s.now_ms = self.now()
+        self._enter(RECOVER, RECOVER, CAST)
+        server.recover(self.s)
+        self.role = RECOVERED
+        self._enter(RECOVERED, RECOVER, CAST)
+        self.role = FOLLOWER
+        self._enter(FOLLOWER, RECOVERED, CAST)
+        self.events.set_timeout("tick", self.tick_timeout, "tick")
+        self.after_event()
+
+    def loop(self) -> None:
+        while True:
+            evtype, msg = self.events.take()
+            self.handle_event(evtype, msg)
+            self.after_event()
+
+    def stop(self, reason: Any) -> None:
+        entry = self.system.directory.get(self.id[0])
+        if entry is not None and entry.pid == self.pid:
+            entry.pid = None
+        raise ProcessExit(reason)
+
+    def now(self) -> int:
+        return int(actors.get_node().clock.system_time_ms())
+
+    # ------------------------------------------------------------- dispatch
+
+    def handle_event(self, evtype: Any, msg: Any) -> None:
+        if isinstance(evtype, tuple):
+            self.handle_call(evtype[1], msg)
+        elif evtype == TIMEOUT:
+            self.handle_timeout(msg)
+        elif evtype == CAST:
+            self.handle_cast(msg)
+        else:
+            self.handle_info(msg)
+
+    def handle_call(self, from_: Any, req: Any) -> None:
+        match req:
+            case ("leader_call", inner):
+                if self.role == LEADER:
+                    self.leader_call(from_, inner)
+                elif self.role in (CANDIDATE, PRE_VOTE):
+                    self.events.postpone(("call", from_), req)
+                elif self._monitored_leader() is not None:
+                    self.reply(from_, ("redirect", self.s.leader_id))
+                else:
+                    self.stash.append((from_, req))
+            case ("local_call", inner):
+                self.local_call(from_, inner)
+            case "ping":
+                self.reply(from_, ("pong", self.role))
+            case "trigger_election":
+                self.reply(from_, "ok")
+                if self.role in (FOLLOWER, AWAIT_CONDITION):
+                    self.events.push_next([(CAST, "election_timeout")])
+            case _:
+                self.core(req, ("call", from_))
+
+    def leader_call(self, from_: Any, req: Any) -> None:
+        s = self.s
+        match req:
+            case ("command", _prio, (cmd_type, data, mode)):
+                try:
+                    validate_reply_mode(mode)
+                except InvalidReplyMode as exc:
+                    self.reply(from_, ("error", exc.error))
+                    return
+                cmd = make_command(cmd_type, data, mode, self.now(), from_)
+                self.core(("command", cmd), ("call", from_))
+            case ("consistent_query", query_fun):
+                self.core(("consistent_query", from_, _query_fun(query_fun, s)), ("call", from_))
+            case ("local_query", query_fun):
+                self.reply(from_, self.query_reply(query_fun, self.id))
+            case "members":
+                self.reply(from_, ("ok", list(s.cluster), self.id))
+            case ("transfer_leadership", target):
+                self.core(("transfer_leadership", tuple(target)), ("call", from_))
+            case _:
+                self.reply(from_, ("error", ("unsupported_call", req)))
+
+    def local_call(self, from_: Any, req: Any) -> None:
+        s = self.s
+        leader = s.leader_id if s.leader_id is not None else "not_known"
+        match req:
+            case ("local_query", query_fun):
+                self.reply(from_, self.query_reply(query_fun, leader))
+            case "members":
+                self.reply(from_, ("ok", list(s.cluster), leader))
+            case "overview":
+                self.reply(from_, self.overview())
+            case ("aux_command", cmd):
+                reply, effects = self.aux(("call", from_), cmd)
+                self.push(run_effects(self, effects, ("call", from_)))
+                if reply is not None:
+                    self.reply(from_, reply[1] if reply[0] == "reply" else reply)
+            case _:
+                self.reply(from_, ("error", ("unsupported_call", req)))
+
+    def handle_cast(self, msg: Any) -> None:
+        match msg:
+            case ("command", prio, (cmd_type, data, mode)):
+                if self.role == LEADER:
+                    self.leader_command(prio, cmd_type, data, mode)
+                else:
+                    effects = server.command_not_leader(
+                        self.role, prio, (cmd_type, data, mode), self.s)
+                    self.push(run_effects(self, effects, CAST))
+            case "flush_commands":
+                self.flush_low_priority()
+            case ("aux_command", cmd):
+                _, effects = self.aux("cast", cmd)
+                self.push(run_effects(self, effects, CAST))
+            case _:
+                self.core(msg, CAST)
+
+    def handle_info(self, msg: Any) -> None:
+        match msg:
+            case ("ra_log_event", _):
+                self.core(msg, INFO)
+            case ("DOWN", ref, "process", pid, reason):
+                self.on_down(ref, pid, reason)
+            case ("nodeup", node, *_):
+                self.on_node_event(node, "nodeup")
+            case ("nodedown", node, *_):
+                self.on_node_event(node, "nodedown")
+            case ("EXIT", pid, reason) if pid == self.parent:
+                self.stop(reason)
+            case ("$system_stop", reason):
+                self.stop(reason)
+            case ("EXIT", _pid, _reason):
+                pass  # a helper linked to this server: its end is not ours
+            case _:
+                # core events re-injected as info (``pipeline_rpcs``) and the like
+                self.core(msg, INFO)
+
+    def handle_timeout(self, event: Any) -> None:
+        match event:
+            case ("core", msg):
+                self.core(msg, CAST)
+            case "tick":
+                self.on_tick()
+            case ("machine_timer", name):
+                if self.role == LEADER:
+                    self.leader_command("normal", USR, ("timeout", name), NOREPLY)
+
+    # ------------------------------------------------------------ commands
+
+    def leader_command(self, prio: str, cmd_type: Any, data: Any, mode: Any) -> None:
+        try:
+            validate_reply_mode(mode)
+        except InvalidReplyMode:
+            return  # casts with a bad reply mode are dropped
+        if prio == "low" and cmd_type == USR:
+            self.low_queue.append((cmd_type, data, mode))
+            if not self.flush_scheduled:
+                self.flush_scheduled = True
+                actors.send(self.pid, ("$gen_cast", "flush_commands"))
+            return
+        self.core(("command", make_command(cmd_type, data, mode, self.now())), CAST)
+
+    def flush_low_priority(self) -> None:
+        """Append queued low-priority commands in batches, behind the mailbox."""
+        self.flush_scheduled = False
+        if self.role != LEADER or not self.low_queue:
+            return
+        now = self.now()
+        cmds = []
+        while self.low_queue and len(cmds) < self.low_flush_size:
+            cmd_type, data, mode = self.low_queue.popleft()
+            cmds.append(make_command(cmd_type, data, mode, now))
+        self.core(("commands", cmds), CAST)
+        if self.low_queue and not self.flush_scheduled:
+            self.flush_scheduled = True
+            actors.send(self.pid, ("$gen_cast", "flush_commands"))
+
+    # ---------------------------------------------------------------- core
+
+    def core(self, msg: Any, evtype: Any) -> None:
+        """Hand one event to the pure core; execute effects; change state."""
+        old = self.role
+        s = self.s
+        s.log.wal_up = actors.whereis(self.system.wal_name) is not None
+        new, s, effects = server.handle(old, msg, s, self.now())
+        self.persist_term_and_vote()
+        if new == server.STOP:
+            run_effects(self, effects, evtype)
+            self.after_event()
+            self.stop("normal")
+        nexts = run_effects(self, effects, evtype)
+        self.transition(new, old, msg)
+        self.push(nexts)
+
+    def transition(self, new: str, old: str, msg: Any) -> None:
+        self.role = new
+        if new != old:
+            self._enter(new, old, CAST)
+        elif new == RECEIVE_SNAPSHOT and isinstance(msg, InstallSnapshotRpc):
+            # every chunk resets receive_snapshot_timeout
+            self.events.set_state_timeout(self.receive_snapshot_timeout,
+                                          ("core", "receive_snapshot_timeout"))
+        else:
+            kind = timeouts.on_stay(new)
+            if kind is not None:
+                self.maybe_set_election_timeout(kind)
+
+    def _enter(self, new: str, old: str, evtype: Any) -> None:
+        """State-enter: cancel the state timeout, replay postponed events,
+        run the core's enter hook and arm the new state's timeout."""
+        self.role = new
+        self.events.state_changed()
+        s = self.s
+        if new == FOLLOWER:
+            self.low_queue.clear()
+            for ref, (component, _) in list(self.monitors.items()):
+                if component == "machine":
+                    actors.demonitor(ref, flush=True)
+                    del self.monitors[ref]
+            for node, comps in list(self.node_monitors.items()):
+                comps.discard("machine")
+                if not comps:
+                    del self.node_monitors[node]
+        if new == LEADER:
+            self._drop_leader_monitor()
+        effects = server.handle_state_enter(new, old, s)
+        self.push(run_effects(self, effects, evtype))
+        if new == LEADER:
+            # a new leader ticks at once (re-sending to stale peers)
+            self.events.set_timeout("tick", 0, "tick")
+            self.system.leaderboard[self.config.get("cluster_name")] = (self.id, list(s.cluster))
+        if new == AWAIT_CONDITION:
+            self.events.set_state_timeout(server.condition_timeout_ms(s),
+                                          ("core", "await_condition_timeout"))
+            return
+        if new == RECEIVE_SNAPSHOT:
+            self.events.set_state_timeout(self.receive_snapshot_timeout,
+                                          ("core", "receive_snapshot_timeout"))
+            return
+        kind = timeouts.on_enter(new, old, server.is_new(s))
+        if kind is not None:
+            self.maybe_set_election_timeout(kind)
+
+    def maybe_set_election_timeout(self, length: str) -> None:
+        """Arm an election timer unless a state timeout is already pending."""
+        if self.events.state_timeout_pending():
+            return
+        ms = timeouts.election_timeout_ms(length, self.rng, self.broadcast_time)
+        self.events.set_state_timeout(ms, ("core", "election_timeout"))
+
+    def push(self, nexts: list[tuple[Any, Any]]) -> None:
+        if nexts:
+            self.events.push_next(nexts)
+
+    # --------------------------------------------------------------- tick
+
+    def on_tick(self) -> None:
+        self.events.set_timeout("tick", self.tick_timeout, "tick")
+        self.s.now_ms = self.now()
+        effects = server.tick(self.role, self.s)
+        self.push(run_effects(self, effects, CAST))
+
+    # ---------------------------------------------------- monitors, nodes
+
+    def on_down(self, ref: Ref, pid: Any, reason: Any) -> None:
+        entry = self.monitors.pop(ref, None)
+        if entry is None:
+            return
+        component, target = entry
+        s = self.s
+        if component == "leader":
+            if self.leader_mon is not None and self.leader_mon[1] == ref:
+                self.leader_mon = None
+            if self.role == FOLLOWER and s.leader_id == target:
+                length, keep = timeouts.on_leader_down(reason)
+                if not keep:
+                    s.leader_id = None
+                self.maybe_set_election_timeout(length)
+        elif component == "snapshot_sender":
+            old = self.role
+            new, s, effects = server.handle_down(old, component, target, reason, s)
+            nexts = run_effects(self, effects, INFO)
+            self.transition(new, old, None)
+            self.push(nexts)
+        elif component == "machine":
+            if self.role == LEADER:
+                self.leader_command("low", USR, ("down", target, reason), NOREPLY)
+        elif component == "aux":
+            _, effects = self.aux("cast", ("down", target, reason))
+            self.push(run_effects(self, effects, INFO))
+
+    def on_node_event(self, node: str, what: str) -> None:
+        server.update_disconnected_peers(node, what, self.s)
+        comps = self.node_monitors.get(node, set())
+        if "machine" in comps and self.role == LEADER:
+            self.leader_command("normal", USR, (what, node), NOREPLY)
+        if "aux" in comps:
+            _, effects = self.aux("cast", (what, node))
+            self.push(run_effects(self, effects, INFO))
+
+    def add_monitor(self, component: str, target: Any) -> None:
+        for _, (comp, tgt) in self.monitors.items():
+            if comp == component and tgt == target:
+                return
+        self.monitors[actors.monitor(target)] = (component, target)
+
+    def remove_monitor(self, target: Any) -> None:
+        for ref, (_, tgt) in list(self.monitors.items()):
+            if tgt == target:
+                actors.demonitor(ref, flush=True)
+                del self.monitors[ref]
+
+    def monitor_node(self, component: str, node: str) -> None:
+        """Node monitors report the node's current status at once (spec §10)."""
+        self.node_monitors.setdefault(node, set()).add(component)
+        up = node == self.node_name or node in actors.nodes()
+        what = "nodeup" if up else "nodedown"
+        if component == "machine" and self.role == LEADER:
+            self.leader_command("normal", USR, (what, node), NOREPLY)
+
+    def demonitor_node(self, node: str) -> None:
+        self.node_monitors.pop(node, None)
+
+    def _monitored_leader(self) -> ServerId | None:
+        lead = self.s.leader_id
+        if lead is not None and lead != self.id and self.leader_mon is not None and (
+            self.leader_mon[0] == lead
+        ):
+            return lead
+        return None
+
+    def _drop_leader_monitor(self) -> None:
+        if self.leader_mon is not None:
+            _, ref = self.leader_mon
+            actors.demonitor(ref, flush=True)
+            self.monitors.pop(ref, None)
+            self.leader_mon = None
+
+    def track_leader(self) -> None:
+        """Followers monitor the leader's process; re-monitor on leader change."""
+        lead = self.s.leader_id
+        if self.role == LEADER or lead is None or lead == self.id:
+            self._drop_leader_monitor()
+            return
+        if self.leader_mon is not None and self.leader_mon[0] == lead:
+            return
+        self._drop_leader_monitor()
+        ref = actors.monitor(lead)
+        self.monitors[ref] = ("leader", lead)
+        self.leader_mon = (lead, ref)
+        members = list(self.s.cluster)
+        self.system.leaderboard[self.config.get("cluster_name")] = (lead, members)
+
+    # ---------------------------------------------------- after each event
+
+    def after_event(self) -> None:
+        self.persist_snapshot()
+        self.flush_wal()
+        self.persist_last_applied()
+        self.track_leader()
+        self.flush_stash()
+
+    def flush_stash(self) -> None:
+        if not self.stash:
+            return
+        if self.role == LEADER:
+            held, self.stash = self.stash, []
+            self.push([(("call", f), req) for f, req in held])
+            return
+        lead = self._monitored_leader()
+        if lead is not None:
+            held, self.stash = self.stash, []
+            for from_, _ in held:
+                self.reply(from_, ("redirect", lead))
+
+    def flush_wal(self) -> None:
+        for batch in self.s.log.take_wal_writes():
+            try:
+                actors.send(self.system.wal_name, ("append", self.uid, self.pid, batch))
+            except NoSuchName:
+                pass  # the WAL is down: the log's resend covers it once it is back
+
+    def persist_term_and_vote(self) -> None:
+        """``voted_for`` must be durable before a vote is granted (spec §2.2)."""
+        tv = (self.s.current_term, self.s.voted_for)
+        if tv != self._persisted_tv:
+            meta = self.system.disk.meta.setdefault(self.uid, {})
+            meta["current_term"], meta["voted_for"] = tv
+            self._persisted_tv = tv
+
+    def persist_last_applied(self) -> None:
+        """Only durably written indexes are recorded (spec §8.5)."""
+        s = self.s
+        la = min(s.last_applied, s.log.last_written()[0])
+        if la > self._persisted_la:
+            self.system.disk.meta.setdefault(self.uid, {})["last_applied"] = la
+            self._persisted_la = la
+
+    def persist_snapshot(self) -> None:
+        log = self.s.log
+        snap, ckpts = log.current_snapshot(), log.checkpoints()
+        if (snap, len(ckpts)) != self._persisted_snap:
+            self.system.disk.save_snapshot(self.uid, snap, ckpts)
+            self._persisted_snap = (snap, len(ckpts))
+
+    # --------------------------------------------------------- replies etc.
+
+    def reply(self, from_: Any, value: Any) -> None:
+        if isinstance(value, tuple) and len(value) == 2 and value[0] == "wrap_reply":
+            value = ("ok", value[1], self.id)
+        actors.get_node().reply(from_, value)
+
+    def query_reply(self, query_fun: Any, leader: Any) -> Any:
+        s = self.s
+        try:
+            result = _query_fun(query_fun, s)(s.machine_state)
+        except Exception as exc:
+            return ("error", gen.crash_reason(exc))
+        return ("ok", ((s.last_applied, s.current_term), result), leader)
+
+    def aux(self, kind: Any, cmd: Any) -> tuple[Any, list[Any]]:
+        """``handle_aux/5``: returns ``(("reply", r) | None, effects)``."""
+        fun = getattr(self.s.cfg.effective_machine_module, "handle_aux", None)
+        if fun is None:
+            return ("reply", ("error", "aux_handler_not_implemented")), []
+        match fun(self.role, kind, cmd, self.aux_state, self.s):
+            case ("reply", reply, aux, _int_state, *rest):
+                self.aux_state = aux
+                return ("reply", reply), ra_machine.flatten(rest[0] if rest else [])
+            case ("no_reply", aux, _int_state, *rest):
+                self.aux_state = aux
+                return None, ra_machine.flatten(rest[0] if rest else [])
+            case other:
+                raise ValueError(f"bad handle_aux return {other!r}")
+
+    def overview(self) -> dict[str, Any]:
+        s = self.s
+        snap = s.log.snapshot_index_term()
+        return {
+            "id": self.id,
+            "uid": self.uid,
+            "raft_state": self.role,
+            "current_term": s.current_term,
+            "leader_id": s.leader_id,
+            "commit_index": s.commit_index,
+            "last_applied": s.last_applied,
+            "last_index": s.log.last_index_term()[0],
+            "last_written_index": s.log.last_written()[0],
+            "snapshot_index": snap[0] if snap is not None else None,
+            "members": list(s.cluster),
+            "cluster": {sid: {"next_index": p.next_index, "match_index": p.match_index,
+                              "commit_index_sent": p.commit_index_sent, "status": p.status}
+                        for sid, p in s.peers().items()},
+            "membership": s.membership,
+            "machine": ra_machine.overview(s.cfg.effective_machine_module, s.machine_state),
+        }
+
+
+def _query_fun(query_fun: Any, s: ServerState) -> Any:
+    """Query functions: ``fun(State)`` or ``("with_context", fun)`` taking ``(ctx, State)``."""
+    if isinstance(query_fun, tuple) and len(query_fun) == 2 and query_fun[0] == "with_context":
+        fun = query_fun[1]
+        ctx = {"index": s.last_applied, "term": s.current_term,
+               "machine_version": s.cfg.effective_machine_version}
+        return lambda state: fun(ctx, state)
+    return query_fun

@@ -1,0 +1,51 @@
+"""Short-lived helper processes of a Ra server (spec §3.1, §17.4).
+
+A server never blocks on a peer: a vote request is one synchronous call made
+by a throw-away process that casts the answer back (a timeout is simply
+lost), and a snapshot is streamed chunk by chunk by a sender process whose
+exit reason tells the leader whether to retry. Both are plain functions run
+with `actors.spawn`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import actors
+from actors import gen
+from actors.pid import CallExit, Pid, ProcessExit
+from ra.snapshot import install_snapshot_rpcs
+from ra.types import AppendEntriesReply, InstallSnapshotResult, ServerId
+
+
+def request_vote(server: Pid, peer: ServerId, rpc: Any, timeout_ms: int) -> None:
+    """Call `peer` with a (pre-)vote request and cast its result to `server`."""
+    try:
+        result = gen.call(peer, rpc, timeout_ms)
+    except CallExit:
+        return
+    actors.send(server, ("$gen_cast", result))
+
+
+def send_snapshot(leader: Pid, leader_id: ServerId, peer: ServerId, meta: dict[str, Any],
+                  mac_state: Any, term: int, chunk_size: int, timeout_ms: int) -> None:
+    """Stream one snapshot to `peer`; the final reply goes to the leader.
+
+    Every chunk is a synchronous call. Exiting normally means the result was
+    delivered; any failure (timeout, peer down) exits abnormally so the
+    leader backs off and retries.
+    """
+    for rpc in install_snapshot_rpcs(meta, mac_state, term, leader_id, chunk_size):
+        try:
+            reply = gen.call(peer, rpc, timeout_ms)
+        except CallExit as exc:
+            raise ProcessExit(("snapshot_send_failed", exc.reason[0]))
+        match reply:
+            case InstallSnapshotResult() if rpc.chunk_state[1] != "last":
+                continue
+            case InstallSnapshotResult() | AppendEntriesReply():
+                # the peer is done (or already past the snapshot): tell the leader
+                actors.send(leader, ("$gen_cast", (peer, reply)))
+                return
+            case _:
+                raise ProcessExit(("unexpected_snapshot_reply", reply))
