@@ -120,8 +120,11 @@ def process_command(server_loc: Any, cmd: Any, timeout: int | dict[str, Any] = D
 
 
 def pipeline_command(server_id: ServerId, cmd: Any, correlation: Any = None,
-                     priority: str = "normal") -> str:
-    """Cast a command; with a correlation the outcome comes back as an ``ra_event``."""
+                     priority: str = "low") -> str:
+    """Cast a command; with a correlation the outcome comes back as an ``ra_event``.
+
+    The priority defaults to ``low``, as Ra's ``pipeline_command/2,3`` do.
+    """
     mode: Any = NOREPLY if correlation is None else ("notify", correlation, actors.self())
     return gen.cast(server_id, ("command", priority, (USR, cmd, mode)))
 
