@@ -1,0 +1,188 @@
+"""Segment files: one server's flushed entries, with an index for random reads.
+
+A segment holds a contiguous run of at most ``segment_max_entries`` entries
+and is written once (to a temporary name, fsynced, renamed), so a reader
+never sees half a segment. Layout:
+
+    b"WSEG" | u8 version | u32 count | u64 first index
+    count x (u64 term | u64 offset | u32 length | u32 crc32)   -- the index
+    count x pickled command (protocol 5)                        -- the data
+
+Terms live in the index, so `fetch_term` (used by every AppendEntries check)
+reads no command data. Files are named ``NNNNNNNNNNNNNNNN.segment`` (16
+decimal digits, increasing per server) and the order of the numbers is the
+order of the flushes: replaying them in that order, each one cutting off
+whatever older segments hold at or above its first index, gives the log.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ra.types import Entry
+
+MAGIC = b"WSEG"
+VERSION = 1
+_HEAD = struct.Struct(">4sBIQ")
+_IDX = struct.Struct(">QQII")
+
+DEFAULT_SEGMENT_MAX_ENTRIES = 4096
+DEFAULT_SEGMENT_MAX_SIZE_BYTES = 64_000_000
+
+#: ``{FileName, {First, Last}}``: what a ``segments`` event hands a server
+SegRef = tuple[str, tuple[int, int]]
+
+
+class SegmentCorrupt(ValueError):
+    """A segment's header, index or an entry's checksum is wrong."""
+
+
+def file_name(seg_no: int) -> str:
+    return f"{seg_no:016d}.segment"
+
+
+def file_number(name: str) -> int | None:
+    stem, dot, ext = name.partition(".")
+    if dot and ext == "segment" and len(stem) == 16 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def list_segments(directory: str) -> list[str]:
+    """Segment file names of one server directory, oldest first."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if file_number(n) is not None)
+
+
+def fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def encode(entries: list[Entry], checksums: bool = True) -> bytes:
+    """The bytes of a segment holding `entries` (contiguous, non-empty)."""
+    first = entries[0][0]
+    for n, entry in enumerate(entries):
+        if entry[0] != first + n:
+            raise ValueError(f"segment entries not contiguous at {entry[0]}")
+    blobs = [pickle.dumps(e[2], protocol=5) for e in entries]
+    offset = _HEAD.size + _IDX.size * len(entries)
+    index = bytearray()
+    for entry, blob in zip(entries, blobs, strict=True):
+        crc = zlib.crc32(blob) if checksums else 0
+        index += _IDX.pack(entry[1], offset, len(blob), crc)
+        offset += len(blob)
+    return b"".join([_HEAD.pack(MAGIC, VERSION, len(entries), first), bytes(index), *blobs])
+
+
+def write(directory: str, seg_no: int, entries: list[Entry], *, checksums: bool = True,
+          fsync: Callable[[int], None] = os.fsync) -> SegRef:
+    """Write one segment durably; returns its ref. Runs off the hub."""
+    name = file_name(seg_no)
+    tmp = os.path.join(directory, name + ".tmp")
+    data = encode(entries, checksums)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(directory, name))
+    fsync_dir(directory)
+    return (name, (entries[0][0], entries[-1][0]))
+
+
+@dataclass
+class SegmentIndex:
+    """A segment's header and index, as read from its file."""
+
+    path: str
+    first: int
+    terms: list[int]
+    offsets: list[int]
+    lengths: list[int]
+    crcs: list[int]
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.terms) - 1
+
+
+def read_index(path: str) -> SegmentIndex:
+    with open(path, "rb") as f:
+        head = f.read(_HEAD.size)
+        if len(head) < _HEAD.size:
+            raise SegmentCorrupt(f"{path}: short header")
+        magic, version, count, first = _HEAD.unpack(head)
+        if magic != MAGIC or version != VERSION or count == 0:
+            raise SegmentCorrupt(f"{path}: bad header")
+        raw = f.read(_IDX.size * count)
+    if len(raw) < _IDX.size * count:
+        raise SegmentCorrupt(f"{path}: short index")
+    terms, offsets, lengths, crcs = [], [], [], []
+    for term, offset, length, crc in _IDX.iter_unpack(raw):
+        terms.append(term)
+        offsets.append(offset)
+        lengths.append(length)
+        crcs.append(crc)
+    return SegmentIndex(path, first, terms, offsets, lengths, crcs)
+
+
+class SegmentReader:
+    """Reads entries of one server's segments, keeping a few indexes cached."""
+
+    def __init__(self, max_cached: int = 16) -> None:
+        self._cache: OrderedDict[str, SegmentIndex] = OrderedDict()
+        self._max = max_cached
+
+    def index(self, path: str) -> SegmentIndex:
+        idx = self._cache.get(path)
+        if idx is None:
+            idx = read_index(path)
+            self._cache[path] = idx
+            while len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(path)
+        return idx
+
+    def forget(self, path: str) -> None:
+        self._cache.pop(path, None)
+
+    def term(self, path: str, idx: int) -> int:
+        seg = self.index(path)
+        return seg.terms[idx - seg.first]
+
+    def read(self, path: str, lo: int, hi: int) -> list[Entry]:
+        """Entries ``lo..hi`` (inclusive, within the segment) with one read."""
+        seg = self.index(path)
+        a, b = lo - seg.first, hi - seg.first
+        start = seg.offsets[a]
+        end = seg.offsets[b] + seg.lengths[b]
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, end - start, start)
+        finally:
+            os.close(fd)
+        out: list[Entry] = []
+        for n in range(a, b + 1):
+            off = seg.offsets[n] - start
+            blob = data[off: off + seg.lengths[n]]
+            if seg.crcs[n] and zlib.crc32(blob) != seg.crcs[n]:
+                raise SegmentCorrupt(f"{path}: checksum failure at index {seg.first + n}")
+            out.append((seg.first + n, seg.terms[n], pickle.loads(blob)))
+        return out

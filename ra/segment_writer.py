@@ -1,0 +1,212 @@
+"""`ra_log_segment_writer`: moves closed WAL files into per-server segments.
+
+The WAL hands over each closed file as ``("mem_tables", {uid: [(file_no,
+seq)]}, wal_path)``. For every server listed, the segment writer takes that
+file's memtable view (what the file holds for the server, minus indexes below
+its snapshot), writes it into new segment files of at most
+``segment_max_entries`` entries under ``<data_dir>/<uid>/`` (fsynced, then
+renamed into place, off the hub), tells the server
+
+    ("ra_log_event", ("segments", [(term, seq), ...], [(file_name, (first, last)), ...]))
+
+and drops the view from the memtable. The first list says which ``(index,
+term)`` pairs are now in segments, grouped by term (warren's form of Ra's
+``TidSeqs``: entries with the same index and term are the same entry, so a
+server can drop exactly those from memory, whatever it overwrote since).
+When every server of the file is done, the WAL file is deleted.
+
+Segments are immutable: every flush creates new files, so a reader never sees
+one being filled. Ra tops its newest segment up across flushes; warren does
+not, so a server with little traffic per WAL file has more, smaller segments.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+
+import actors
+from actors import gen, trace
+from actors.pid import Pid, ProcessExit, Ref
+from actors.process import Process
+from ra import segment as ra_segment
+from ra import seq as ra_seq
+from ra.log_ets import LogEts
+from ra.types import Entry
+
+log = logging.getLogger("warren.ra.segment_writer")
+
+SEGMENT_WRITER_NAME = "ra_log_segment_writer"
+
+
+@dataclass
+class SegmentWriterConfig:
+    """``ra_system`` keys of the segment writer (spec §21.1)."""
+
+    data_dir: str
+    log_ets: LogEts = field(default_factory=LogEts)
+    segment_max_entries: int = ra_segment.DEFAULT_SEGMENT_MAX_ENTRIES
+    segment_compute_checksums: bool = True
+    fsync: Callable[[int], None] | None = None
+    name: str | None = SEGMENT_WRITER_NAME
+
+
+def server_dir(data_dir: str, uid: str) -> str:
+    """``<data_dir>/<UId>``: where a server's segments, snapshots and meta live."""
+    return os.path.join(data_dir, uid)
+
+
+def start_link(config: SegmentWriterConfig, timeout: int | None = None) -> Any:
+    """Start the segment writer linked to the caller; ``("ok", pid)``."""
+
+    def init_it(proc: Process, parent: Pid, ack: Ref) -> None:
+        writer = SegmentWriter(config, proc.node.name)
+        gen.init_ack(parent, ack, ("ok", proc.pid))
+        writer.loop()
+
+    return gen.start(init_it, name=config.name, timeout=timeout)
+
+
+def term_runs(entries: list[Entry]) -> list[tuple[int, ra_seq.Seq]]:
+    """``[(term, seq)]`` of increasing-index entries, a new pair per term change."""
+    runs: list[tuple[int, ra_seq.Seq]] = []
+    for idx, term, _ in entries:
+        if runs and runs[-1][0] == term:
+            runs[-1] = (term, ra_seq.append(idx, runs[-1][1]))
+        else:
+            runs.append((term, [idx]))
+    return runs
+
+
+def split_runs(entries: list[Entry], max_entries: int) -> list[list[Entry]]:
+    """Contiguous chunks of at most `max_entries` (a snapshot jump starts a new one)."""
+    chunks: list[list[Entry]] = []
+    for entry in entries:
+        if chunks and len(chunks[-1]) < max_entries and chunks[-1][-1][0] + 1 == entry[0]:
+            chunks[-1].append(entry)
+        else:
+            chunks.append([entry])
+    return chunks
+
+
+_DIR_LOCKS: dict[str, threading.Lock] = {}
+_DIR_LOCKS_GUARD = threading.Lock()
+
+
+def _dir_lock(data_dir: str) -> threading.Lock:
+    with _DIR_LOCKS_GUARD:
+        return _DIR_LOCKS.setdefault(os.path.abspath(data_dir), threading.Lock())
+
+
+class WriterStopped(Exception):
+    """A pool job of a segment writer that has since died: it must not write."""
+
+
+class SegmentWriter:
+    """The process state. Segment files are only touched on a pool thread
+    holding the data dir's lock, after checking that this writer still runs:
+    a killed writer's job cannot race its restarted successor, and segment
+    numbers (the fold order) always follow the order of the flushes."""
+
+    def __init__(self, config: SegmentWriterConfig, node_name: str = "") -> None:
+        self.cfg = config
+        self.node_name = node_name
+        self.ets = config.log_ets
+        self.fsync = config.fsync or os.fsync
+        self.stopped = False
+        self._lock = _dir_lock(config.data_dir)
+        self._cleaned: set[str] = set()
+        #: highest segment number written per directory (never reused while running)
+        self._high: dict[str, int] = {}
+        self._pool = gevent.get_hub().threadpool
+
+    def loop(self) -> None:
+        try:
+            while True:
+                msg = actors.receive()
+                match msg:
+                    case ("mem_tables", ranges, wal_path):
+                        self.flush(ranges, wal_path)
+                    case ("$gen_call", from_, request):
+                        actors.get_node().reply(from_, self._answer(request))
+                    case ("$system_stop", reason):
+                        raise ProcessExit(reason)
+                    case _:
+                        log.warning("segment writer: unexpected message %r", msg)
+        finally:
+            with self._lock:
+                self.stopped = True
+
+    def _answer(self, request: Any) -> Any:
+        match request:
+            case "await":
+                return "ok"
+            case ("my_segments", uid):
+                return self.my_segments(uid)
+        return ("error", ("unknown_request", request))
+
+    def my_segments(self, uid: str) -> list[ra_segment.SegRef]:
+        """The segment refs of `uid` on disk, oldest first."""
+        directory = server_dir(self.cfg.data_dir, uid)
+        refs: list[ra_segment.SegRef] = []
+        for name in ra_segment.list_segments(directory):
+            idx = ra_segment.read_index(os.path.join(directory, name))
+            refs.append((name, (idx.first, idx.last)))
+        return refs
+
+
+    def flush(self, ranges: dict[str, list[tuple[int, ra_seq.Seq]]], wal_path: str) -> None:
+        for uid, tid_seqs in ranges.items():
+            self._flush_uid(uid, [file_no for file_no, _ in tid_seqs])
+        try:
+            os.unlink(wal_path)
+        except FileNotFoundError:
+            pass
+
+    def _flush_uid(self, uid: str, file_nos: list[int]) -> None:
+        table = self.ets.mem_tables.get(uid)
+        if table is None:
+            return
+        floor = self.ets.smallest_live_index(uid)
+        entries: list[Entry] = []
+        for file_no in file_nos:
+            entries.extend(table.view_entries(file_no, floor))
+        refs: list[ra_segment.SegRef] = []
+        if entries:
+            directory = server_dir(self.cfg.data_dir, uid)
+            chunks = split_runs(entries, self.cfg.segment_max_entries)
+            refs = self._pool.apply(self._write_all, (directory, chunks))
+            trace.emit("ra_segments_written", node=self.node_name, uid=uid,
+                       entries=len(entries), segments=len(refs))
+            pid = self.ets.whereis(uid)
+            if pid is not None:
+                actors.send(pid, ("ra_log_event", ("segments", term_runs(entries), refs)))
+        for file_no in file_nos:
+            table.drop(file_no)
+
+    def _write_all(self, directory: str, chunks: list[list[Entry]]) -> list[ra_segment.SegRef]:
+        """On a pool thread: number and write the segments of one flush."""
+        with self._lock:
+            if self.stopped:
+                raise WriterStopped(directory)
+            os.makedirs(directory, exist_ok=True)
+            if directory not in self._cleaned:
+                # under the lock no job is writing here: temporary files are debris
+                for name in os.listdir(directory):
+                    if name.endswith(".segment.tmp"):
+                        os.unlink(os.path.join(directory, name))
+                self._cleaned.add(directory)
+            names = ra_segment.list_segments(directory)
+            on_disk = (ra_segment.file_number(names[-1]) or 0) if names else 0
+            first_no = max(on_disk, self._high.get(directory, 0)) + 1
+            self._high[directory] = first_no + len(chunks) - 1
+            return [ra_segment.write(directory, first_no + n, chunk,
+                                     checksums=self.cfg.segment_compute_checksums,
+                                     fsync=self.fsync)
+                    for n, chunk in enumerate(chunks)]

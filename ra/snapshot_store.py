@@ -1,0 +1,155 @@
+"""Snapshot and checkpoint files of one server (``ra_log_snapshot``, spec §17).
+
+Layout: ``<server dir>/snapshots/<TERM16HEX>_<INDEX16HEX>/snapshot.dat`` and
+the same under ``checkpoints/``. The file is Ra's default format with pickle
+in place of ``term_to_binary``:
+
+    b"RASN" | u8 version 1 | u32 crc32(rest) | u32 meta length | meta | state
+
+A write goes to a temporary directory that is renamed into place, so a crash
+leaves either the whole snapshot or a ``.tmp`` directory that the next
+recovery deletes. Snapshots are fsynced before the rename; checkpoints are
+not (Ra writes them without fsync and fsyncs only on promotion). Invalid
+snapshot directories are deleted at recovery and the next older one is used.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import shutil
+import struct
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from ra.segment import fsync_dir
+
+log = logging.getLogger("warren.ra.snapshot")
+
+MAGIC = b"RASN"
+VERSION = 1
+FILE = "snapshot.dat"
+SNAPSHOTS = "snapshots"
+CHECKPOINTS = "checkpoints"
+_HEAD = struct.Struct(">4sBII")
+
+Snapshot = tuple[dict[str, Any], Any]
+
+
+class SnapshotCorrupt(ValueError):
+    """A snapshot file is short, has a bad header or fails its checksum."""
+
+
+def dir_name(idx: int, term: int) -> str:
+    return f"{term:016X}_{idx:016X}"
+
+
+def parse_dir_name(name: str) -> tuple[int, int] | None:
+    """``(index, term)`` of a snapshot directory name, or None."""
+    term_s, sep, idx_s = name.partition("_")
+    if sep and len(term_s) == 16 and len(idx_s) == 16:
+        try:
+            return int(idx_s, 16), int(term_s, 16)
+        except ValueError:
+            return None
+    return None
+
+
+def encode(meta: dict[str, Any], state: Any) -> bytes:
+    meta_b = pickle.dumps(meta, protocol=5)
+    rest = struct.pack(">I", len(meta_b)) + meta_b + pickle.dumps(state, protocol=5)
+    return MAGIC + bytes([VERSION]) + struct.pack(">I", zlib.crc32(rest)) + rest
+
+
+def decode(data: bytes) -> Snapshot:
+    if len(data) < _HEAD.size or data[:4] != MAGIC or data[4] != VERSION:
+        raise SnapshotCorrupt("bad snapshot header")
+    (crc,) = struct.unpack_from(">I", data, 5)
+    rest = data[9:]
+    if zlib.crc32(rest) != crc:
+        raise SnapshotCorrupt("snapshot checksum failure")
+    (meta_len,) = struct.unpack_from(">I", rest, 0)
+    meta = pickle.loads(rest[4: 4 + meta_len])
+    return meta, pickle.loads(rest[4 + meta_len:])
+
+
+def write(base: str, kind_dir: str, meta: dict[str, Any], state: Any, *, sync: bool,
+          fsync: Callable[[int], None] = os.fsync) -> str:
+    """Write a snapshot (or checkpoint) under ``base/kind_dir``; returns its directory."""
+    parent = os.path.join(base, kind_dir)
+    os.makedirs(parent, exist_ok=True)
+    final = os.path.join(parent, dir_name(int(meta["index"]), int(meta["term"])))
+    tmp = final + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    data = encode(meta, state)
+    fd = os.open(os.path.join(tmp, FILE), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            fsync(fd)
+    finally:
+        os.close(fd)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    if sync:
+        fsync_dir(parent)
+    return final
+
+
+def promote(base: str, idx: int, term: int, *,
+            fsync: Callable[[int], None] = os.fsync) -> str:
+    """Turn checkpoint ``(idx, term)`` into a snapshot: fsync it, move it into ``snapshots/``."""
+    name = dir_name(idx, term)
+    src = os.path.join(base, CHECKPOINTS, name)
+    fd = os.open(os.path.join(src, FILE), os.O_RDONLY)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
+    parent = os.path.join(base, SNAPSHOTS)
+    os.makedirs(parent, exist_ok=True)
+    dst = os.path.join(parent, name)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.replace(src, dst)
+    fsync_dir(parent)
+    return dst
+
+
+def read(path: str) -> Snapshot:
+    with open(os.path.join(path, FILE), "rb") as f:
+        return decode(f.read())
+
+
+def recover(base: str, kind_dir: str) -> list[tuple[str, Snapshot]]:
+    """Every valid snapshot of one kind, oldest first; invalid ones are deleted."""
+    parent = os.path.join(base, kind_dir)
+    try:
+        names = os.listdir(parent)
+    except FileNotFoundError:
+        return []
+    found: list[tuple[int, str, Snapshot]] = []
+    for name in names:
+        path = os.path.join(parent, name)
+        parsed = parse_dir_name(name)
+        if parsed is None:
+            log.warning("deleting stray snapshot directory %s", path)
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        try:
+            snap = read(path)
+        except (OSError, SnapshotCorrupt, pickle.UnpicklingError, EOFError, struct.error) as exc:
+            log.warning("deleting invalid snapshot %s: %s", path, exc)
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        found.append((parsed[0], path, snap))
+    found.sort(key=lambda t: t[0])
+    return [(path, snap) for _, path, snap in found]
+
+
+def delete(base: str, kind_dir: str, idx: int, term: int) -> None:
+    shutil.rmtree(os.path.join(base, kind_dir, dir_name(idx, term)), ignore_errors=True)

@@ -1,0 +1,345 @@
+"""`ra_log_wal`: the one write-ahead log of a node, shared by all its Ra servers.
+
+Every Ra server on a node sends its log writes here. The process drains its
+whole mailbox each turn (up to ``wal_max_batch_size`` messages) and turns the
+batch into one file write and one fdatasync, done on gevent's thread pool so
+the node's other processes keep running meanwhile; only then does each writer
+hear ``("ra_log_event", ("written", Term, Seq))``, one per term run, covering
+exactly what was written for it. Many servers and many entries share one
+fsync: that is where a quorum queue's throughput comes from.
+
+The protocol a server uses (a message, so a dead WAL never blocks it):
+
+    ("append", uid, writer_pid, [(idx, term, cmd), ...])
+
+Per uid the WAL tracks ``(in_seq | out_of_seq, last_idx)`` (spec §15.3):
+writes below the server's snapshot are dropped, a first index at or below
+``last_idx + 1`` is accepted (an overwrite truncates), an unknown writer is
+accepted, and a gap is answered once with ``("resend_write", last_idx + 1)``
+while later writes are dropped until the missing index arrives.
+
+When the current file exceeds ``wal_max_size_bytes`` it is closed, the
+writer map is saved to ``writers.snapshot`` and the segment writer gets
+``("mem_tables", {uid: [(file_no, seq)]}, wal_path)``; it deletes the file
+once every server's entries are in segments. What the files hold is mirrored
+in the node's memtables (`ra.log_ets`), rebuilt from the files on restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+
+import actors
+from actors import gen, trace
+from actors.pid import Pid, ProcessExit, Ref
+from actors.process import Process
+from ra import seq as ra_seq
+from ra import wal_file
+from ra.log import WalDown
+from ra.log_ets import LogEts
+from ra.segment_writer import SEGMENT_WRITER_NAME
+from ra.types import Entry
+
+log = logging.getLogger("warren.ra.wal")
+
+WAL_NAME = "ra_log_wal"
+#: RabbitMQ's ``raft.wal_max_size_bytes`` default (spec §22; Ra's own is 256 000 000)
+DEFAULT_WAL_MAX_SIZE_BYTES = 536_870_912
+DEFAULT_WAL_MAX_BATCH_SIZE = 8192
+WRITERS_SNAPSHOT = "writers.snapshot"
+
+IN_SEQ = "in_seq"
+OUT_OF_SEQ = "out_of_seq"
+
+Fsync = Callable[[int], None]
+
+
+def _no_sync(fd: int) -> None:
+    return None
+
+
+_SYNC_METHODS: dict[str, Fsync] = {"datasync": os.fdatasync, "sync": os.fsync, "none": _no_sync}
+
+
+@dataclass
+class WalConfig:
+    """``ra_system`` keys of the WAL (spec §21.1); `fsync` overrides the sync method."""
+
+    dir: str
+    log_ets: LogEts = field(default_factory=LogEts)
+    wal_max_size_bytes: int = DEFAULT_WAL_MAX_SIZE_BYTES
+    wal_max_batch_size: int = DEFAULT_WAL_MAX_BATCH_SIZE
+    wal_sync_method: str = "datasync"
+    wal_compute_checksums: bool = True
+    fsync: Fsync | None = None
+    #: where closed files go: a registered name, a pid, or None to keep them
+    segment_writer: Any = SEGMENT_WRITER_NAME
+    name: str | None = WAL_NAME
+    #: seeds the random size limit of the first file (None: random)
+    seed: int | None = None
+
+
+def append(wal: Any, uid: str, writer_pid: Pid, entries: list[Entry]) -> None:
+    """Send one batch of a server's entries to the WAL; `WalDown` if it is not running."""
+    try:
+        actors.send(wal, ("append", uid, writer_pid, entries))
+    except actors.NoSuchName:
+        raise WalDown() from None
+
+
+def start_link(config: WalConfig, timeout: int | None = None) -> Any:
+    """Start the WAL linked to the caller (after recovering its files); ``("ok", pid)``."""
+
+    def init_it(proc: Process, parent: Pid, ack: Ref) -> None:
+        try:
+            wal = Wal(config, proc.node.name)
+            wal.recover()
+        except Exception as exc:
+            reason = gen.crash_reason(exc)
+            gen.init_ack(parent, ack, ("error", reason))
+            raise ProcessExit(reason)
+        gen.init_ack(parent, ack, ("ok", proc.pid))
+        wal.loop()
+
+    return gen.start(init_it, name=config.name, timeout=timeout)
+
+
+def _write_and_sync(fd: int, data: bytes, fsync: Fsync) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    fsync(fd)
+
+
+class Wal:
+    """The WAL's state and its batch step (the process body is `loop`)."""
+
+    def __init__(self, config: WalConfig, node_name: str = "") -> None:
+        self.cfg = config
+        self.node_name = node_name
+        self.ets = config.log_ets
+        self.fsync: Fsync = config.fsync or _SYNC_METHODS[config.wal_sync_method]
+        self.writers: dict[str, tuple[str, int]] = {}
+        self.file_no = 0
+        self.fd = -1
+        self.size = 0
+        self.limit = config.wal_max_size_bytes
+        #: uids with entries in the current file
+        self.file_uids: set[str] = set()
+        #: a write is running on the thread pool: the fd must stay open
+        self._writing = False
+        self._pool = gevent.get_hub().threadpool
+
+    # ---- start and recovery (spec §15.4) ---------------------------------
+
+    def recover(self) -> None:
+        os.makedirs(self.cfg.dir, exist_ok=True)
+        self.writers = self._load_writers()
+        self.ets.reset_mem_tables()
+        files = sorted(
+            (n, name) for name in os.listdir(self.cfg.dir)
+            if (n := wal_file.file_number(name)) is not None
+        )
+        recovered: list[tuple[int, set[str]]] = []
+        for file_no, name in files:
+            rec = wal_file.read(os.path.join(self.cfg.dir, name))
+            if rec.torn:
+                log.warning("WAL %s: torn tail after %d bytes discarded", name, rec.valid_bytes)
+            uids: set[str] = set()
+            for batch in rec.batches:
+                for uid, entries in batch:
+                    self._insert(file_no, uid, entries)
+                    self.writers[uid] = (IN_SEQ, entries[-1][0])
+                    uids.add(uid)
+            recovered.append((file_no, uids))
+        self.file_no = files[-1][0] if files else 0
+        for file_no, uids in recovered:
+            self._hand_over(file_no, uids)
+        # the first file's limit is random in (max/2, max] so nodes roll at different times
+        rng = random.Random(self.cfg.seed)
+        half = self.cfg.wal_max_size_bytes // 2
+        self.limit = rng.randint(half + 1, self.cfg.wal_max_size_bytes) \
+            if self.cfg.wal_max_size_bytes > 1 else self.cfg.wal_max_size_bytes
+        self._open_next()
+
+    def _load_writers(self) -> dict[str, tuple[str, int]]:
+        path = os.path.join(self.cfg.dir, WRITERS_SNAPSHOT)
+        try:
+            with open(path, "rb") as f:
+                return dict(pickle.load(f))
+        except FileNotFoundError:
+            return {}
+        except (pickle.UnpicklingError, EOFError, ValueError):
+            log.warning("WAL: unreadable %s ignored", path)
+            return {}
+
+    def _save_writers(self) -> None:
+        path = os.path.join(self.cfg.dir, WRITERS_SNAPSHOT)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(self.writers, f, protocol=5)
+            f.flush()
+            self.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _open_next(self) -> None:
+        self.file_no += 1
+        path = os.path.join(self.cfg.dir, wal_file.file_name(self.file_no))
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        os.write(self.fd, wal_file.HEADER)
+        self.size = len(wal_file.HEADER)
+        self.file_uids = set()
+
+    def _insert(self, file_no: int, uid: str, entries: list[Entry]) -> None:
+        smallest = self.ets.smallest_live_index(uid)
+        if entries[0][0] < smallest:
+            entries = [e for e in entries if e[0] >= smallest]
+        if entries:
+            self.ets.mem_table(uid).insert(file_no, entries)
+
+    # ---- the process -----------------------------------------------------
+
+    def loop(self) -> None:
+        receive, timeout_ = actors.receive, actors.TIMEOUT
+        cap = self.cfg.wal_max_batch_size
+        try:
+            while True:
+                msgs = [receive()]
+                while len(msgs) < cap:
+                    msg = receive(0)
+                    if msg is timeout_:
+                        break
+                    msgs.append(msg)
+                self.handle_batch(msgs)
+        finally:
+            # killed mid-write, the pool thread still owns the fd: leave it be
+            if not self._writing and self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+    def handle_batch(self, msgs: list[Any]) -> None:
+        batch: wal_file.Batch = []
+        #: (uid, pid) -> [(term, seq)] runs, oldest first
+        notes: dict[tuple[str, Any], list[tuple[int, ra_seq.Seq]]] = {}
+        calls: list[tuple[Any, Any]] = []
+        roll = False
+        stop: Any = None
+        n_entries = 0
+        for msg in msgs:
+            match msg:
+                case ("append", uid, pid, entries) if entries:
+                    accepted = self._accept(uid, pid, list(entries))
+                    if accepted:
+                        batch.append((uid, accepted))
+                        n_entries += len(accepted)
+                        _note(notes.setdefault((uid, pid), []), accepted)
+                case ("$gen_call", from_, request):
+                    calls.append((from_, request))
+                    roll = roll or request == "rollover"
+                case "rollover":
+                    roll = True
+                case ("$system_stop", reason):
+                    stop = reason
+                case _:
+                    log.warning("WAL: unexpected message %r", msg)
+        if batch:
+            data = wal_file.encode(batch, self.cfg.wal_compute_checksums)
+            started = time.perf_counter()
+            self._writing = True
+            self._pool.apply(_write_and_sync, (self.fd, data, self.fsync))
+            self._writing = False
+            fsync_ms = (time.perf_counter() - started) * 1000.0
+            self.size += len(data)
+            for uid, entries in batch:
+                self._insert(self.file_no, uid, entries)
+                self.file_uids.add(uid)
+            trace.emit("ra_wal_batch", node=self.node_name, entries=n_entries,
+                       writers=len(notes), bytes=len(data), fsync_ms=round(fsync_ms, 3))
+            for (_uid, pid), runs in notes.items():
+                for term, seq in runs:
+                    actors.send(pid, ("ra_log_event", ("written", term, seq)))
+        if roll or self.size > self.limit:
+            self.rollover()
+        # answered after the rollover: a reply means the file was handed over
+        for from_, request in calls:
+            actors.get_node().reply(from_, self._answer(request))
+        if stop is not None:
+            raise ProcessExit(stop)
+
+    def _accept(self, uid: str, pid: Any, entries: list[Entry]) -> list[Entry]:
+        """The part of a batch to write; sends ``resend_write`` on a gap (spec §15.3)."""
+        self.ets.register(uid, pid)
+        smallest = self.ets.smallest_live_index(uid)
+        if entries[-1][0] < smallest:
+            self.writers[uid] = (IN_SEQ, smallest - 1)
+            return []
+        if entries[0][0] < smallest:
+            entries = [e for e in entries if e[0] >= smallest]
+        first = entries[0][0]
+        state = self.writers.get(uid)
+        if state is None or first <= state[1] + 1 or first == smallest:
+            self.writers[uid] = (IN_SEQ, entries[-1][0])
+            return entries
+        flag, last = state
+        if flag == IN_SEQ:
+            self.writers[uid] = (OUT_OF_SEQ, last)
+            actors.send(pid, ("ra_log_event", ("resend_write", last + 1)))
+        return []
+
+    def _answer(self, request: Any) -> Any:
+        match request:
+            case ("last_writer_seq", uid):
+                state = self.writers.get(uid)
+                return None if state is None else state[1]
+            case "sync" | "rollover":
+                return "ok"
+            case "file":
+                return os.path.join(self.cfg.dir, wal_file.file_name(self.file_no))
+        return ("error", ("unknown_request", request))
+
+    # ---- rollover --------------------------------------------------------
+
+    def rollover(self) -> None:
+        """Close the current file (if it holds anything) and hand it to the segment writer."""
+        if not self.file_uids:
+            return
+        os.close(self.fd)
+        self.fd = -1
+        self._pool.apply(self._save_writers)
+        self._hand_over(self.file_no, self.file_uids)
+        self._open_next()
+
+    def _hand_over(self, file_no: int, uids: set[str]) -> None:
+        path = os.path.join(self.cfg.dir, wal_file.file_name(file_no))
+        target = self.cfg.segment_writer
+        ranges: dict[str, list[tuple[int, ra_seq.Seq]]] = {}
+        for uid in sorted(uids):
+            table = self.ets.mem_table(uid)
+            idxs = sorted(table.views.get(file_no, {}))
+            ranges[uid] = [(file_no, ra_seq.from_list(idxs))]
+        if target is None:
+            return
+        try:
+            actors.send(target, ("mem_tables", ranges, path))
+        except actors.NoSuchName:
+            log.warning("WAL: no segment writer; %s kept until the next recovery", path)
+
+
+def _note(runs: list[tuple[int, ra_seq.Seq]], entries: list[Entry]) -> None:
+    """Add written entries to a writer's runs: a new run per term change or overwrite."""
+    for idx, term, _ in entries:
+        if runs:
+            r_term, r_seq = runs[-1]
+            if r_term == term and idx > ra_seq.last(r_seq):  # type: ignore[operator]
+                runs[-1] = (term, ra_seq.append(idx, r_seq))
+                continue
+        runs.append((term, [idx]))

@@ -1,0 +1,137 @@
+"""Shared pieces of the log-stack tests: a node, a counted fsync, the WAL and
+segment writer started under the test process, and a driver loop that plays
+the server shell's part for a `DiskLog` (hand writes to the WAL, feed events)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import actors
+from actors import Node, gen_server
+from ra import segment_writer as ra_sw
+from ra import wal as ra_wal
+from ra.log_ets import LogEts
+from transports.faults import FaultRules
+from transports.memory import MemoryNetwork
+from transports.tick import TickConfig
+
+
+class CountingFsync:
+    """An injectable fsync: really syncs, and remembers how often it was called."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+        os.fdatasync(fd)
+
+
+@pytest.fixture
+def node() -> Iterator[Node]:
+    network = MemoryNetwork(TickConfig(net_ticktime=0.4, net_tickintensity=4), FaultRules(seed=1))
+    n = Node("ra_disk@127.0.0.1:1", transport=network.transport()).start()
+    yield n
+    n.stop()
+
+
+@dataclass
+class Stack:
+    """One node's log processes over `root` (``wal/`` and one dir per uid)."""
+
+    root: str
+    ets: LogEts = field(default_factory=LogEts)
+    fsync: CountingFsync = field(default_factory=CountingFsync)
+    wal_pid: Any = None
+    sw_pid: Any = None
+
+    @property
+    def wal_dir(self) -> str:
+        return os.path.join(self.root, "wal")
+
+    def server_dir(self, uid: str) -> str:
+        return ra_sw.server_dir(self.root, uid)
+
+    def start(self, *, segments: bool = True, **wal_opts: Any) -> Stack:
+        """Start (or restart) the segment writer and the WAL; call inside a process."""
+        if segments:
+            ok, self.sw_pid = ra_sw.start_link(ra_sw.SegmentWriterConfig(
+                data_dir=self.root, log_ets=self.ets, segment_max_entries=wal_opts.pop(
+                    "segment_max_entries", 4096), fsync=self.fsync))
+            assert ok == "ok"
+        cfg = ra_wal.WalConfig(dir=self.wal_dir, log_ets=self.ets, fsync=self.fsync, seed=1,
+                               segment_writer=ra_sw.SEGMENT_WRITER_NAME if segments else None,
+                               **wal_opts)
+        result = ra_wal.start_link(cfg)
+        assert result[0] == "ok", result
+        self.wal_pid = result[1]
+        return self
+
+    def kill_wal(self) -> None:
+        actors.unlink(self.wal_pid)
+        ref = actors.monitor(self.wal_pid)
+        actors.exit(self.wal_pid, "kill")
+        assert actors.receive(2000, match=lambda m: m[:2] == ("DOWN", ref)) is not actors.TIMEOUT
+
+    def stop_all(self) -> None:
+        for pid in (self.wal_pid, self.sw_pid):
+            if pid is not None and actors.is_process_alive(pid):
+                actors.unlink(pid)
+                ref = actors.monitor(pid)
+                actors.exit(pid, "kill")
+                actors.receive(2000, match=lambda m, r=ref: m[:2] == ("DOWN", r))
+
+    def sync(self) -> None:
+        """Barrier: everything sent to the WAL is written and every closed file flushed."""
+        assert gen_server.call(ra_wal.WAL_NAME, "sync") == "ok"
+        if self.sw_pid is not None:
+            assert gen_server.call(ra_sw.SEGMENT_WRITER_NAME, "await") == "ok"
+
+    def rollover(self) -> None:
+        assert gen_server.call(ra_wal.WAL_NAME, "rollover") == "ok"
+        self.sync()
+
+    def wal_files(self) -> list[str]:
+        return sorted(n for n in os.listdir(self.wal_dir) if n.endswith(".wal"))
+
+
+def flush_to_wal(log: Any, uid: str) -> int:
+    """The shell's part after each event: hand the log's pending writes to the WAL."""
+    n = 0
+    for batch in log.take_wal_writes():
+        ra_wal.append(ra_wal.WAL_NAME, uid, actors.self(), batch)
+        n += len(batch)
+    return n
+
+
+def pump(log: Any, uid: str, until: Callable[[], bool], timeout: int = 3000) -> None:
+    """Feed ``ra_log_event``s to `log` (re-sending what it asks for) until `until()`."""
+    flush_to_wal(log, uid)
+    while not until():
+        msg = actors.receive(timeout)
+        assert msg is not actors.TIMEOUT, "log events stopped before the condition held"
+        if isinstance(msg, tuple) and msg[0] == "ra_log_event":
+            log.handle_event(msg[1])
+            flush_to_wal(log, uid)
+
+
+def drain_events(log: Any, uid: str, quiet_ms: int = 50) -> None:
+    """Feed whatever log events arrive until none comes for `quiet_ms`."""
+    while True:
+        msg = actors.receive(quiet_ms)
+        if msg is actors.TIMEOUT:
+            return
+        if isinstance(msg, tuple) and msg[0] == "ra_log_event":
+            log.handle_event(msg[1])
+            flush_to_wal(log, uid)
+
+
+def relay(parent: actors.Pid, tag: Any) -> None:
+    """A writer stand-in: forward every message to `parent` as ``(tag, msg)``."""
+    while True:
+        actors.send(parent, (tag, actors.receive()))
