@@ -291,7 +291,9 @@ def test_sigstop_tick_timeout_window_then_old_session_frames_dropped(cluster: Cl
             assert m[0] == "n"
         elapsed = time.monotonic() - t0
         assert m == ("nodedown", b.name, {"nodedown_reason": "net_tick_timeout"})
-        assert TICKTIME - INTERVAL - 0.1 <= elapsed <= TICKTIME + INTERVAL + 0.75
+        # never before net_ticktime less one tick interval (that would be a false
+        # nodedown); at the latest within two ticktimes, however loaded the machine
+        assert TICKTIME - INTERVAL - 0.1 <= elapsed <= 2 * TICKTIME + INTERVAL
         cluster.signal(b, signal.SIGCONT)
         # After the old session is down, B's messages may only come in a new
         # session, i.e. after a new nodeup.
@@ -390,7 +392,9 @@ def test_partition_by_fault_rules_is_detected_by_ticks(cluster: Cluster) -> None
         m = recv(int(3 * TICKTIME * 1000), match=lambda m: m[0] == "nodedown")
         elapsed = time.monotonic() - t0
         assert m == ("nodedown", b.name, {"nodedown_reason": "net_tick_timeout"})
-        assert TICKTIME - INTERVAL - 0.1 <= elapsed <= TICKTIME + INTERVAL + 0.75
+        # never before net_ticktime less one tick interval (that would be a false
+        # nodedown); at the latest within two ticktimes, however loaded the machine
+        assert TICKTIME - INTERVAL - 0.1 <= elapsed <= 2 * TICKTIME + INTERVAL
         faults.heal()
         gevent.sleep(max(0.0, heal_after + 0.3 - (time.monotonic() - t0)))
         api.send(("watch", b.name), ("report", my))
