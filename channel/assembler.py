@@ -1,0 +1,118 @@
+"""Per-channel command assembly (`rabbit_command_assembler`), pure.
+
+A content-bearing method (basic.publish) arrives as a method frame, a content
+header frame and zero or more body frames; only the complete command goes to
+the channel, and only then does the reader spend a credit. Frames out of
+order are connection errors with RabbitMQ's texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from channel.errors import AmqpError
+from channel.framing import (
+    FRAME_BODY,
+    FRAME_HEADER,
+    FRAME_METHOD,
+    Content,
+    MethodFrame,
+    method_ids,
+    parse_content_header,
+)
+
+__all__ = ["MAX_MSG_SIZE", "Assembler", "Command", "has_content"]
+
+MAX_MSG_SIZE = 536_870_912
+_CONTENT_METHODS = frozenset({"Basic.Publish", "Basic.Return", "Basic.Deliver", "Basic.GetOk"})
+
+
+def has_content(method: MethodFrame) -> bool:
+    return method.name in _CONTENT_METHODS
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    method: MethodFrame
+    content: Content | None
+
+
+@dataclass
+class Assembler:
+    state: str = "method"
+    method: MethodFrame | None = None
+    properties_bin: bytes = b""
+    remaining: int = 0
+    body: list[bytes] = field(default_factory=list)
+
+    def _ids(self) -> tuple[int, int]:
+        return method_ids(self.method) if self.method is not None else (0, 0)
+
+    def method_frame(self, method: MethodFrame) -> Command | None:
+        if self.state == "header":
+            class_id = self._ids()[0]
+            raise AmqpError(
+                "UNEXPECTED_FRAME",
+                f"expected content header for class {class_id}, "
+                "got non content header frame instead", self._ids())
+        if self.state == "body":
+            raise AmqpError("UNEXPECTED_FRAME",
+                            "expected content body, got non content body frame instead",
+                            self._ids())
+        if has_content(method):
+            self.state, self.method = "header", method
+            return None
+        return Command(method, None)
+
+    def content_frame(self, frame_type: int, payload: bytes) -> Command | None:
+        if self.state == "method":
+            raise AmqpError("UNEXPECTED_FRAME",
+                            "expected method frame, got non method frame instead")
+        assert self.method is not None
+        class_id = self._ids()[0]
+        if self.state == "header":
+            if frame_type != FRAME_HEADER:
+                raise AmqpError(
+                    "UNEXPECTED_FRAME",
+                    f"expected content header for class {class_id}, "
+                    "got non content header frame instead", self._ids())
+            try:
+                header = parse_content_header(payload)
+            except (ValueError, IndexError) as exc:
+                raise AmqpError("FRAME_ERROR", f"malformed content header: {exc}") from exc
+            if header.class_id != class_id or header.weight != 0:
+                raise AmqpError(
+                    "UNEXPECTED_FRAME",
+                    f"expected content header for class {class_id}, "
+                    f"got one for class {header.class_id} instead", self._ids())
+            if header.body_size > MAX_MSG_SIZE:
+                raise AmqpError(
+                    "FRAME_ERROR",
+                    f"content body size {header.body_size} exceeds maximum allowed size "
+                    f"{MAX_MSG_SIZE}", self._ids())
+            self.properties_bin, self.remaining, self.body = header.properties_bin, \
+                header.body_size, []
+            if self.remaining == 0:
+                return self._complete()
+            self.state = "body"
+            return None
+        if frame_type != FRAME_BODY:
+            raise AmqpError("UNEXPECTED_FRAME",
+                            "expected content body, got non content body frame instead",
+                            self._ids())
+        if len(payload) > self.remaining:
+            raise AmqpError("FRAME_ERROR", "content body frame exceeds remaining content size",
+                            self._ids())
+        self.body.append(bytes(payload))
+        self.remaining -= len(payload)
+        return self._complete() if self.remaining == 0 else None
+
+    def _complete(self) -> Command:
+        assert self.method is not None
+        command = Command(self.method, Content(self.properties_bin, b"".join(self.body),
+                                               self._ids()[0]))
+        self.state, self.method, self.properties_bin, self.body = "method", None, b"", []
+        return command
+
+
+__all__ += ["FRAME_METHOD"]

@@ -1,0 +1,101 @@
+"""Users, the PLAIN and AMQPLAIN mechanisms, and RabbitMQ's loopback_users rule.
+
+RabbitMQ's default user `guest` may only log in from a loopback address; a
+refused login looks the same to the client whatever the cause, so the reader
+only needs to know "refused" and which mechanism was used.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from channel.errors import AmqpError
+from channel.framing import decode_table
+
+__all__ = [
+    "MECHANISMS",
+    "LoginRefused",
+    "User",
+    "Users",
+    "check_login",
+    "is_loopback",
+    "parse_response",
+]
+
+MECHANISMS = ("PLAIN", "AMQPLAIN")
+"""Offered in connection.start, in this order."""
+
+
+class LoginRefused(Exception):
+    """The credentials (or the peer address) were refused; the reason is for logs only."""
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    name: str
+    password: str
+    vhosts: frozenset[str] = frozenset({"/"})
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class Users:
+    """The users table, plus `loopback_users` (default: guest)."""
+
+    users: dict[str, User] = field(default_factory=dict)
+    loopback_users: frozenset[str] = frozenset({"guest"})
+
+    @classmethod
+    def default(cls) -> Users:
+        return cls({"guest": User("guest", "guest")})
+
+    def add(self, user: User) -> None:
+        self.users[user.name] = user
+
+
+def is_loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def parse_response(mechanism: str, response: str | bytes) -> tuple[str, str]:
+    """(username, password) from a start-ok response."""
+    raw = response.encode("utf-8") if isinstance(response, str) else bytes(response)
+    if mechanism == "PLAIN":
+        parts = raw.split(b"\x00")
+        if len(parts) != 3:
+            raise LoginRefused("PLAIN: response is not \\0user\\0password")
+        return parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
+    if mechanism == "AMQPLAIN":
+        try:
+            table = decode_table(raw)
+        except Exception as exc:  # malformed table
+            raise LoginRefused(f"AMQPLAIN: bad response ({exc})") from exc
+        login, password = table.get("LOGIN"), table.get("PASSWORD")
+        if not isinstance(login, str | bytes) or not isinstance(password, str | bytes):
+            raise LoginRefused("AMQPLAIN: LOGIN or PASSWORD missing")
+        return _text(login), _text(password)
+    raise AmqpError("COMMAND_INVALID", f"unknown authentication mechanism '{mechanism}'")
+
+
+def check_login(users: Users, mechanism: str, response: str | bytes, peer_address: str) -> User:
+    """The authenticated user, or LoginRefused / AmqpError(COMMAND_INVALID)."""
+    if mechanism not in MECHANISMS:
+        raise AmqpError("COMMAND_INVALID", f"unknown authentication mechanism '{mechanism}'")
+    name, password = parse_response(mechanism, response)
+    user = users.users.get(name)
+    if user is None or user.password != password:
+        raise LoginRefused(f"user '{name}' - invalid credentials")
+    if name in users.loopback_users and not is_loopback(peer_address):
+        raise LoginRefused(f"user '{name}' can only connect via localhost")
+    return user

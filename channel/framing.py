@@ -1,0 +1,209 @@
+"""AMQP 0-9-1 frames in and out, with pamqp as the codec and its traps avoided.
+
+pamqp decodes well but validates on construction and on marshal, refusing
+names and properties RabbitMQ accepts (spec channel.md §11). So decoding goes
+through pamqp's method classes, while every server-to-client method is encoded
+here from the same class metadata (field order and types) without validation.
+Content properties are never re-encoded: the raw property bytes of the
+publisher's content header are kept and replayed, as RabbitMQ keeps
+`properties_bin`.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from pamqp import commands, decode, encode
+from pamqp.base import Frame as MethodFrame
+
+__all__ = [
+    "EMPTY_PROPERTIES",
+    "FRAME_BODY",
+    "FRAME_END",
+    "FRAME_HEADER",
+    "FRAME_HEARTBEAT",
+    "FRAME_METHOD",
+    "FRAME_MIN_SIZE",
+    "HEARTBEAT_FRAME",
+    "PROTOCOL_HEADER",
+    "Content",
+    "ContentHeader",
+    "MethodFrame",
+    "Out",
+    "decode_method",
+    "decode_properties",
+    "encode_command",
+    "encode_method",
+    "frame_header",
+    "method_ids",
+    "parse_content_header",
+]
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
+FRAME_END = 0xCE
+FRAME_MIN_SIZE = 8192
+HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
+EMPTY_PROPERTIES = b"\x00\x00"
+_HEADER = struct.Struct(">BHI")
+_CONTENT_HEADER = struct.Struct(">HHQ")
+
+_DEFAULTS = {
+    "bit": False, "octet": 0, "short": 0, "long": 0, "longlong": 0,
+    "shortstr": "", "longstr": "", "table": {}, "timestamp": 0,
+}
+
+
+def frame_header(data: bytes | bytearray) -> tuple[int, int, int]:
+    """(type, channel, payload size) from the first 7 bytes."""
+    return _HEADER.unpack_from(data, 0)
+
+
+def method_ids(method: type[MethodFrame] | MethodFrame) -> tuple[int, int]:
+    """(class-id, method-id) of a pamqp method class or instance."""
+    return method.index >> 16, method.index & 0xFFFF
+
+
+def decode_method(payload: bytes) -> MethodFrame:
+    """Decode a method frame payload; KeyError for unknown ids, ValueError if malformed."""
+    if len(payload) < 4:
+        raise ValueError("method frame too short")
+    index = struct.unpack_from(">I", payload, 0)[0]
+    cls = commands.INDEX_MAPPING[index]
+    method = cls.__new__(cls)
+    try:
+        method.unmarshal(payload[4:])
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ValueError(str(exc)) from exc
+    return method
+
+
+@dataclass(frozen=True, slots=True)
+class ContentHeader:
+    class_id: int
+    weight: int
+    body_size: int
+    properties_bin: bytes
+    """Property flags and property list exactly as received."""
+
+
+def parse_content_header(payload: bytes) -> ContentHeader:
+    if len(payload) < 14:
+        raise ValueError("content header too short")
+    class_id, weight, body_size = _CONTENT_HEADER.unpack_from(payload, 0)
+    return ContentHeader(class_id, weight, body_size, bytes(payload[12:]))
+
+
+def decode_properties(properties_bin: bytes) -> commands.Basic.Properties:
+    """Decode raw property bytes (flags + list) into pamqp's Basic.Properties."""
+    flags, offset, word = 0, 0, 0
+    while True:
+        partial = struct.unpack_from(">H", properties_bin, offset)[0]
+        offset += 2
+        flags |= (partial & 0xFFFE) << (16 * word)
+        if not partial & 1:
+            break
+        word += 1
+    props = commands.Basic.Properties.__new__(commands.Basic.Properties)
+    for name in props.__slots__:
+        setattr(props, name, None)
+    props.unmarshal(flags, properties_bin[offset:])
+    return props
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """A message's content as it travels: raw properties and body bytes."""
+
+    properties_bin: bytes = EMPTY_PROPERTIES
+    body: bytes = b""
+    class_id: int = 60
+
+    def properties(self) -> commands.Basic.Properties:
+        return decode_properties(self.properties_bin)
+
+    @classmethod
+    def build(cls, body: bytes, **properties: Any) -> Content:
+        """Content with freshly encoded properties (for messages the broker makes)."""
+        props = commands.Basic.Properties.__new__(commands.Basic.Properties)
+        for name in props.__slots__:
+            setattr(props, name, properties.get(name))
+        return cls(props.marshal(), body)
+
+
+@dataclass(frozen=True, slots=True)
+class Out:
+    """A method to send: a pamqp class plus field values (unvalidated)."""
+
+    cls: type[MethodFrame]
+    fields: dict[str, Any]
+
+    @classmethod
+    def of(cls, method_cls: type[MethodFrame], **fields: Any) -> Out:
+        return cls(method_cls, fields)
+
+    @property
+    def name(self) -> str:
+        return self.cls.name
+
+
+def _method_payload(cls: type[MethodFrame], fields: dict[str, Any]) -> bytes:
+    parts: list[bytes] = [struct.pack(">I", cls.index)]
+    bits = -1
+    offset = 0
+    for arg in cls.__slots__:
+        data_type = cls.amqp_type(arg)
+        value = fields.get(arg, _DEFAULTS.get(data_type))
+        if data_type == "bit":
+            if bits < 0 or offset == 8:
+                if bits >= 0:
+                    parts.append(bytes([bits]))
+                bits, offset = 0, 0
+            if value:
+                bits |= 1 << offset
+            offset += 1
+            continue
+        if bits >= 0:
+            parts.append(bytes([bits]))
+            bits = -1
+        parts.append(encode.by_type(value, data_type))
+    if bits >= 0:
+        parts.append(bytes([bits]))
+    return b"".join(parts)
+
+
+def _frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    return _HEADER.pack(frame_type, channel, len(payload)) + payload + b"\xce"
+
+
+def encode_method(channel: int, out: Out | MethodFrame) -> bytes:
+    """One method frame; `Out` skips pamqp's validation."""
+    if isinstance(out, Out):
+        return _frame(FRAME_METHOD, channel, _method_payload(out.cls, out.fields))
+    payload = _method_payload(type(out), {a: getattr(out, a) for a in out.__slots__})
+    return _frame(FRAME_METHOD, channel, payload)
+
+
+def encode_command(channel: int, out: Out | MethodFrame, content: Content | None,
+                   frame_max: int) -> bytes:
+    """Method frame, then (for content) header frame and body frames of frame_max − 8."""
+    data = encode_method(channel, out)
+    if content is None:
+        return data
+    body = content.body
+    header = _CONTENT_HEADER.pack(content.class_id, 0, len(body)) + content.properties_bin
+    parts = [data, _frame(FRAME_HEADER, channel, header)]
+    chunk = len(body) if frame_max == 0 else frame_max - 8
+    for start in range(0, len(body), max(chunk, 1)):
+        parts.append(_frame(FRAME_BODY, channel, body[start:start + chunk]))
+    return b"".join(parts)
+
+
+def decode_table(data: bytes) -> dict[str, Any]:
+    """A field table *without* its length prefix (AMQPLAIN responses)."""
+    return decode.field_table(struct.pack(">I", len(data)) + data)[1]
+
+
+__all__ += ["decode_table"]
