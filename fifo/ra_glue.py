@@ -1,0 +1,299 @@
+"""Running `rabbit_fifo` on real Ra servers: the machine as Ra sees it.
+
+`fifo.machine.RabbitFifo` is pure and speaks RabbitMQ's vocabulary; a Ra
+server executes its effects literally. `QueueMachine` is the thin layer in
+between, the part of ``rabbit_quorum_queue`` that RabbitMQ keeps next to the
+machine:
+
+* ``mod_call`` effects name RabbitMQ modules; they are pointed at
+  `fifo.ra_hooks`, and the dead-letter worker's lifecycle calls
+  (``rabbit_fifo_dlx``) are made directly inside the Ra server, as upstream
+  does, so a follower that stops leading really stops its worker (a
+  ``mod_call`` would only ever run on a leader) and a start failure crashes
+  the server;
+* ``log_ext`` callbacks get a read plan that knows the node it was made on and
+  returns the user commands at the requested indexes, which is the interface
+  the machine's delivery code reads;
+* the dead-letter delivery names the sending Ra server, which only the
+  executing process knows;
+* every apply and every ``local`` send is recorded through
+  ``actors.trace.emit`` (``fifo_applied``, ``fifo_send``) so a run can be
+  checked replica by replica. A ``local`` send is carried out through a
+  ``log`` effect with no indexes and the same ``local`` target: the local rule
+  picks the same member, and that member records what it sent.
+
+`start_queue` declares a queue's Ra cluster the way ``rabbit_quorum_queue``
+does: one member per node, the machine version fixed from the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import actors
+from actors import trace
+from fifo import dlx_worker, ra_hooks
+from fifo.effects import SELF
+from fifo.machine import MACHINE_VERSION, RabbitFifo
+from fifo.msg import msg_idx
+from fifo.records import RabbitFifoState, erl_sorted
+from ra import api
+from ra import machine as ra_machine
+from ra.effects import default_node_of
+from ra.types import USR
+
+__all__ = [
+    "LocalReadPlan",
+    "QueueMachine",
+    "RaAux",
+    "machine_config",
+    "replica_view",
+    "start_queue",
+]
+
+
+def _system_time_ms() -> int:
+    return int(actors.get_node().clock.system_time_ms())
+
+
+def _user_command(payload: Any) -> Any:
+    if isinstance(payload, tuple) and len(payload) == 4 and payload[0] == USR:
+        return payload[2]
+    return None
+
+
+class LocalReadPlan:
+    """A Ra read plan as the machine reads it: ``node`` and ``execute()``.
+
+    ``node`` is the node of the member that made the plan; the machine hands
+    the plan to a consumer on that node so the session reads the bodies from
+    its local log copy instead of the member copying them into the message.
+    """
+
+    def __init__(self, plan: Any, node: str) -> None:
+        self._plan = plan
+        self.node = node
+
+    def execute(self) -> dict[int, Any]:
+        out = {}
+        for idx, payload in self._plan.read().items():
+            cmd = _user_command(payload)
+            if cmd is not None:
+                out[idx] = cmd
+        return out
+
+
+class RaAux:
+    """The ``ra_aux`` accessors the machine's aux handler uses, over a server's state."""
+
+    def __init__(self, server_state: Any) -> None:
+        self._s = server_state
+
+    def machine_state(self) -> RabbitFifoState:
+        return self._s.machine_state  # type: ignore[no-any-return]
+
+    def last_applied(self) -> int:
+        return int(self._s.last_applied)
+
+    def log_fetch(self, idx: int) -> Any:
+        entry = self._s.log.fetch(idx)
+        return None if entry is None else _user_command(entry[2])
+
+
+def replica_view(s: RabbitFifoState) -> dict[str, Any]:
+    """What every replica must agree on after applying the same index.
+
+    The service queue in order, each consumer's credit, status and checked-out
+    raft indexes, the ready messages (returns first) and the dead-letter queue.
+    """
+    consumers = {}
+    for key in erl_sorted(s.consumers):
+        c = s.consumers[key]
+        consumers[key] = {
+            "tag": c.cfg.tag, "pid": c.cfg.pid, "status": c.status, "credit": c.credit,
+            "next_msg_id": c.next_msg_id,
+            "checked_out": {mid: msg_idx(m) for mid, m in sorted(c.checked_out.items())},
+        }
+    dlx_out = {} if s.dlx.consumer is None else {
+        mid: msg_idx(m) for mid, (_r, m) in sorted(s.dlx.consumer.checked_out.items())}
+    return {
+        "service_queue": s.service_queue.to_list(),
+        "consumers": consumers,
+        "returns": [msg_idx(m) for m in s.returns],
+        "messages": [msg_idx(m) for m in s.messages.drain_order()],
+        "messages_total": s.messages_total,
+        "dlx_discards": [(r, msg_idx(m)) for r, m in s.dlx.discards],
+        "dlx_checked_out": dlx_out,
+    }
+
+
+def _send_summary(msg: Any) -> dict[str, Any]:
+    match msg:
+        case ("delivery", tag, _plan, plain):
+            return {"msg_kind": "delivery", "tag": tag, "msg_ids": [m for m, _ in plain]}
+        case ("delivery", tag, id_msgs):
+            return {"msg_kind": "delivery", "tag": tag, "msg_ids": [m for m, _ in id_msgs]}
+    return {"msg_kind": msg[0] if isinstance(msg, tuple) and msg else msg}
+
+
+def _record_sends(queue: Any, effects: list[Any]) -> None:
+    if not trace.enabled():
+        return
+    for eff in effects:
+        if isinstance(eff, tuple) and len(eff) == 4 and eff[0] == "send_msg":
+            trace.emit("fifo_send", queue=queue, node=actors.node(), server=actors.self(),
+                       to=eff[1], **_send_summary(eff[2]))
+
+
+def _resolve_self(effects: list[Any]) -> list[Any]:
+    """Name the executing server where the machine could only write ``self()``."""
+    out = []
+    for eff in effects:
+        match eff:
+            case ("send_msg", to, ("dlx_event", s, evt), *opts) if s == SELF:
+                eff = ("send_msg", to, ("dlx_event", actors.self(), evt), *opts)
+        out.append(eff)
+    return out
+
+
+class QueueMachine:
+    """`RabbitFifo` with its effects made executable by a warren Ra server."""
+
+    def __init__(self, config: Mapping[str, Any],
+                 machine_version: int = MACHINE_VERSION) -> None:
+        #: the ``rabbit_fifo`` init map (``{module, rabbit_fifo, Config}`` upstream)
+        self.config = dict(config)
+        self.inner = RabbitFifo(machine_version, clock=_system_time_ms)
+
+    # --- machine callbacks -------------------------------------------------------------------
+
+    def version(self) -> int:
+        return self.inner.version()
+
+    def which_module(self, version: int) -> QueueMachine:
+        if version == self.inner.machine_version:
+            return self
+        return QueueMachine(self.config, version)
+
+    def init(self, ra_config: Mapping[str, Any]) -> RabbitFifoState:
+        return self.inner.init({**self.config, **ra_config})
+
+    def overview(self, s: RabbitFifoState) -> dict[str, Any]:
+        return self.inner.overview(s)
+
+    def apply(self, meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState) -> tuple[Any, ...]:
+        state, reply, effects = ra_machine.normalise_apply_result(self.inner.apply(meta, cmd, s))
+        if trace.enabled():
+            trace.emit("fifo_applied", queue=state.cfg.name, node=actors.node(),
+                       index=meta["index"], command=cmd[0] if isinstance(cmd, tuple) else cmd,
+                       view=replica_view(state))
+        return (state, reply, self._adapt(state.cfg.name, effects))
+
+    def state_enter(self, ra_state: str, s: RabbitFifoState) -> list[Any]:
+        return self._adapt(s.cfg.name, self.inner.state_enter(ra_state, s))
+
+    def tick(self, ts: int, s: RabbitFifoState) -> list[Any]:
+        return self._adapt(s.cfg.name, self.inner.tick(ts, s))
+
+    def init_aux(self, name: Any) -> Any:
+        return self.inner.init_aux(name)
+
+    def handle_aux(self, ra_state: str, kind: Any, cmd: Any, aux: Any,
+                   int_state: Any) -> tuple[Any, ...]:
+        res = self.inner.handle_aux(ra_state, kind, cmd, aux, RaAux(int_state))
+        s: RabbitFifoState = int_state.machine_state
+        effects = []
+        for eff in ra_machine.flatten(res[-1]):
+            if isinstance(eff, tuple) and eff[:2] == ("mod_call", "rabbit_fifo_dlx"):
+                _dlx_lifecycle(eff[2], eff[3], int_state.cfg.id)
+            else:
+                effects.append(eff)
+        return (*res[:-2], int_state, self._adapt(s.cfg.name, effects))
+
+    # --- effect adaptation -------------------------------------------------------------------
+
+    def _adapt(self, queue: Any, effects: Any) -> list[Any]:
+        out: list[Any] = []
+        for eff in _resolve_self(ra_machine.flatten(effects)):
+            match eff:
+                case ("mod_call", str() as mod, fun, args) if mod in ra_hooks.MODULES:
+                    eff = ("mod_call", ra_hooks.MODULES[mod], fun, args)
+                case ("log_ext", idxs, fun, loc):
+                    eff = ("log_ext", idxs, self._read_plan_fun(queue, fun), loc)
+                case ("log", idxs, fun, *rest):
+                    eff = ("log", idxs, self._log_fun(queue, fun), *rest)
+                case ("send_msg", to, _msg, opts) if _is_local(opts):
+                    node = default_node_of(to, actors.node())
+                    eff = ("log", [], self._log_fun(queue, lambda _c, e=eff: [e]),
+                           ("local", node))
+            out.append(eff)
+        return out
+
+    def _read_plan_fun(self, queue: Any, fun: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def run(plan: Any) -> list[Any]:
+            effects = _adapt_results(fun(LocalReadPlan(plan, actors.node())))
+            _record_sends(queue, effects)
+            return effects
+
+        return run
+
+    def _log_fun(self, queue: Any, fun: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def run(cmds: Any) -> list[Any]:
+            effects = _adapt_results(fun(cmds))
+            _record_sends(queue, effects)
+            return effects
+
+        return run
+
+
+
+def _adapt_results(effects: Any) -> list[Any]:
+    """Effects returned by a log callback: executed right away by the same member."""
+    out = []
+    for eff in _resolve_self(ra_machine.flatten(effects)):
+        match eff:
+            case ("mod_call", str() as mod, fun, args) if mod in ra_hooks.MODULES:
+                eff = ("mod_call", ra_hooks.MODULES[mod], fun, args)
+        out.append(eff)
+    return out
+
+
+def _is_local(opts: Any) -> bool:
+    return opts == "local" or (isinstance(opts, list | tuple) and "local" in opts)
+
+
+def _dlx_lifecycle(fun: str, args: list[Any], server_id: Any) -> None:
+    """``rabbit_fifo_dlx:ensure_worker_started/terminated``, called in the server."""
+    if fun == "ensure_worker_started":
+        qres, pid = args
+        dlx_worker.ensure_worker_started(qres, pid, server_id)
+    elif fun == "ensure_worker_terminated":
+        dlx_worker.ensure_worker_terminated(args[0])
+
+
+def machine_config(name: str, queue_resource: Any, **config: Any) -> dict[str, Any]:
+    """The machine's init map: cluster name, queue resource and `rabbit_fifo` config keys."""
+    return {"name": name, "queue_resource": queue_resource, **config}
+
+
+def start_queue(system: str, name: str, queue_resource: Any, nodes: list[str],
+                config: Mapping[str, Any] | None = None, *,
+                machine_version: int = MACHINE_VERSION, timeout: int = 5000,
+                server_config: Mapping[str, Any] | None = None) -> Any:
+    """Declare a quorum queue: one Ra member named `name` on each of `nodes`.
+
+    Returns ``("ok", server_ids)`` with the ids in `nodes` order, or Ra's error.
+    The member on the caller's node (if any) stands for election first, as
+    ``ra:start_cluster`` does. Members start at `machine_version`, so no
+    version upgrade runs when the first leader commits its noop.
+    """
+    machine = QueueMachine(machine_config(name, queue_resource, **dict(config or {})),
+                           machine_version)
+    ids = [(name, node) for node in nodes]
+    srv_cfg = {"initial_machine_version": machine_version, **dict(server_config or {})}
+    result = api.start_cluster(system, name, machine, ids, timeout, server_config=srv_cfg)
+    if result[0] != "ok":
+        return result
+    return ("ok", ids)
+

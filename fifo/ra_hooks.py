@@ -1,0 +1,81 @@
+"""What the machine's leader-side calls do when the queue runs on Ra.
+
+`rabbit_fifo` names RabbitMQ modules in its ``mod_call`` effects
+(``rabbit_quorum_queue``, ``rabbit_global_counters``, ``logger``). Ra executes a
+``mod_call`` inside the leader's process, so each name needs a target in
+warren. Counters and log lines become trace points (``actors.trace.emit``) and
+log records; the calls that belong to the broker's queue metadata (consumer
+metrics, decorators, deleting an expired queue) are recorded the same way until
+the broker package owns them. None of them may block: they run in the Ra
+server's process.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from actors import trace
+
+__all__ = ["MODULES", "logger", "rabbit_global_counters", "rabbit_quorum_queue"]
+
+log = logging.getLogger("warren.fifo")
+
+
+def _record(kind: str, fun: str, args: tuple[Any, ...]) -> None:
+    if trace.enabled():
+        trace.emit(kind, fun=fun, args=args)
+
+
+class _QuorumQueue:
+    """``rabbit_quorum_queue``: metrics and lifecycle hooks of the broker."""
+
+    def spawn_notify_decorators(self, *args: Any) -> None:
+        _record("fifo_queue_hook", "spawn_notify_decorators", args)
+
+    def cancel_consumer_handler(self, *args: Any) -> None:
+        _record("fifo_queue_hook", "cancel_consumer_handler", args)
+
+    def update_consumer_handler(self, *args: Any) -> None:
+        _record("fifo_queue_hook", "update_consumer_handler", args)
+
+    def handle_tick(self, *args: Any) -> None:
+        _record("fifo_queue_hook", "handle_tick", args)
+
+    def spawn_deleter(self, *args: Any) -> None:
+        _record("fifo_queue_hook", "spawn_deleter", args)
+
+
+class _GlobalCounters:
+    """``rabbit_global_counters``: dead-letter counters."""
+
+    def messages_dead_lettered(self, *args: Any) -> None:
+        _record("fifo_counter", "messages_dead_lettered", args)
+
+    def messages_dead_lettered_confirmed(self, *args: Any) -> None:
+        _record("fifo_counter", "messages_dead_lettered_confirmed", args)
+
+
+class _Logger:
+    """``logger``: Erlang-style format strings are logged with their arguments."""
+
+    def debug(self, fmt: str, args: Any = ()) -> None:
+        log.debug("%s %r", fmt, args)
+
+    def info(self, fmt: str, args: Any = ()) -> None:
+        log.info("%s %r", fmt, args)
+
+    def warning(self, fmt: str, args: Any = ()) -> None:
+        log.warning("%s %r", fmt, args)
+
+
+rabbit_quorum_queue = _QuorumQueue()
+rabbit_global_counters = _GlobalCounters()
+logger = _Logger()
+
+#: module atom in a ``mod_call`` effect -> the object whose method Ra calls
+MODULES: dict[str, Any] = {
+    "rabbit_quorum_queue": rabbit_quorum_queue,
+    "rabbit_global_counters": rabbit_global_counters,
+    "logger": logger,
+}
