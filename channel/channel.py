@@ -216,11 +216,13 @@ class ChannelProcess:
     def info(self) -> dict[str, Any]:
         now = self.clock.monotonic_ms() * 1000
         state = self.credit.state(now) if self.state == "running" else self.state
+        pending = getattr(self.session, "pending_raft_commands", None)
         return {
             "number": self.number, "state": state, "consumers": len(self.consumers),
             "unacked": len(self.unacked), "unconfirmed": len(self.unconfirmed),
             "next_tag": self.next_tag, "publish_seqno": self.publish_seqno,
             "credit_blocked": list(self.credit.credit_blocked),
+            "pending_raft_commands": pending() if pending is not None else 0,
         }
 
     # --------------------------------------------------------------- helpers
