@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
+from gevent import Timeout
 from gevent.event import AsyncResult
 from gevent.hub import get_hub
 from greenlet import getcurrent
@@ -635,7 +636,7 @@ class Node:
         self._connect(peer)
         try:
             return waiter.get(timeout=timeout_ms / 1000)
-        except Exception:  # gevent.Timeout
+        except Timeout:  # a BaseException: `except Exception` would let it escape
             return "pang"
         finally:
             waiters = self._ping_waiters.get(peer)

@@ -180,3 +180,17 @@ def test_creation_is_new_at_every_start(tmp_path: object) -> None:
     values = [new_creation(str(tmp_path), "n@h:1") for _ in range(50)]
     assert all(x != y for x, y in itertools.pairwise(values))
     assert all(0 < v < 2**32 for v in seen | set(values))
+
+
+def test_ping_answers_pong_when_up_and_pang_when_setup_does_not_finish_in_time(
+        network: MemoryNetwork, a: Node, b: Node) -> None:
+    with a.attached():
+        assert a.ping(b.name) == "pong"
+    c = Node("c@127.0.0.1:3", transport=network.transport()).start()
+    try:
+        network.faults.pause(c.name)  # a stopped node: its side of the setup never comes
+        with a.attached():
+            assert a.ping(c.name, timeout_ms=100) == "pang"
+    finally:
+        network.faults.resume(c.name)
+        c.stop()
