@@ -2,7 +2,10 @@
 
     warren demo                       three node processes, a ring of messages,
                                       a SIGKILL, a restart (the foundation demo)
-    warren node start --name N@H:P    run one node until SIGTERM / SIGINT
+    warren node start --name N@H:P    run one broker node until SIGTERM / SIGINT
+        [--amqp-port P] [--data-dir D] [--peers a@h:p,b@h:p] [--config FILE]
+        [--bare]                      (just the node and its links, as the demo uses)
+    warren ctl --node N@H:P COMMAND   operate a running cluster (see broker.ctl)
 """
 
 from __future__ import annotations
@@ -11,28 +14,77 @@ import argparse
 import logging
 import signal
 import sys
+from typing import Any
 
 import gevent
 
 from actors import Node
 from transports.tick import TickConfig
 
+EX_USAGE = 64
+EX_CONFIG = 78
 
-def make_node(name: str, ticktime: float, data_dir: str | None = None) -> Node:
+
+def make_node(name: str, ticktime: float, data_dir: str | None = None,
+              cookie: str | None = None) -> Node:
     """A node on the ZeroMQ transport, authenticated with the cookie."""
     from transports.zmq import ZmqTransport
 
-    transport = ZmqTransport(tick=TickConfig(net_ticktime=ticktime))
+    transport = ZmqTransport(tick=TickConfig(net_ticktime=ticktime), cookie=cookie)
     return Node(name, transport=transport, data_dir=data_dir).start()
 
 
+def _node_config(args: argparse.Namespace) -> Any:
+    from broker import config
+
+    flags = {"name": args.name, "amqp_port": args.amqp_port, "data_dir": args.data_dir,
+             "peers": args.peers, "net_ticktime": args.net_ticktime, "backend": args.backend,
+             "cookie": args.cookie}
+    if args.config is not None:
+        return config.load(args.config, flags)
+    if args.name is None:
+        raise config.ConfigError("--name (or --config) is required")
+    defaults = {"amqp_port": 5672, "net_ticktime": 60.0, "backend": "memory", "peers": ""}
+    values = {k: (v if v is not None else defaults.get(k)) for k, v in flags.items()}
+    values["peers"] = [p for p in str(values["peers"]).split(",") if p]
+    return config.NodeConfig(**values)
+
+
 def _node_start(args: argparse.Namespace) -> int:
-    node = make_node(args.name, args.net_ticktime, args.data_dir)
+    from broker.config import ConfigError
+    from broker.node import BrokerNode
+
+    try:
+        cfg = _node_config(args)
+    except ConfigError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    node = make_node(cfg.name, cfg.net_ticktime, cfg.data_dir, cfg.cookie)
     stop = gevent.event.Event()
     gevent.signal_handler(signal.SIGTERM, stop.set)
     gevent.signal_handler(signal.SIGINT, stop.set)
-    logging.getLogger("warren").info("node %s up (creation %d)", node.name, node.creation)
-    stop.wait()
+    log = logging.getLogger("warren")
+    if args.bare:
+        log.info("node %s up (creation %d)", node.name, node.creation)
+        stop.wait()
+        node.stop("shutdown")
+        return 0
+    with node.attached():
+        try:
+            broker = BrokerNode(cfg, node).start()
+        except Exception as exc:
+            print(f"failed {exc}", flush=True)
+            node.stop("shutdown")
+            return 1
+        broker.write_ready()
+        print(f"ready {node.creation} {broker.amqp_port} {broker.formation}", flush=True)
+        log.info("node %s up (creation %d)", node.name, node.creation)
+        stop.wait()
+        import actors
+
+        actors.unlink(broker.sup)
+        actors.exit(broker.sup, "shutdown")
+        gevent.sleep(0.2)
     node.stop("shutdown")
     return 0
 
@@ -45,6 +97,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from broker import ctl
+
     parser = argparse.ArgumentParser(prog="warren", description="warren: quorum queues, modelled")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,13 +110,25 @@ def main(argv: list[str] | None = None) -> int:
 
     node = sub.add_parser("node", help="node commands")
     node_sub = node.add_subparsers(dest="node_command", required=True)
-    start = node_sub.add_parser("start", help="run one node")
-    start.add_argument("--name", required=True, help="name@host:port")
+    start = node_sub.add_parser("start", help="run one broker node")
+    start.add_argument("--name", default=None, help="name@host:port")
+    start.add_argument("--config", default=None, help="JSON or TOML file with the same keys")
+    start.add_argument("--amqp-port", type=int, default=None)
     start.add_argument("--data-dir", default=None)
-    start.add_argument("--net-ticktime", type=float, default=60.0)
+    start.add_argument("--peers", default=None, help="comma-separated node names")
+    start.add_argument("--net-ticktime", type=float, default=None)
+    start.add_argument("--backend", default=None, help="memory | quorum | module:factory")
+    start.add_argument("--cookie", default=None)
+    start.add_argument("--bare", action="store_true",
+                       help="only the node and its links: no broker (what the demo runs)")
     start.set_defaults(func=_node_start)
 
-    args = parser.parse_args(argv)
+    ctl.add_parser(sub)
+
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 2 on bad usage; rabbitmqctl uses 64
+        return EX_USAGE if exc.code not in (0, None) else 0
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",

@@ -69,7 +69,7 @@ class DemoCluster:
 
     def start(self, name: str) -> None:
         env = dict(os.environ, WARREN_COOKIE=self.cookie)
-        cmd = [sys.executable, "-m", "broker.cli", "node", "start", "--name", name,
+        cmd = [sys.executable, "-m", "broker.cli", "node", "start", "--bare", "--name", name,
                "--data-dir", os.path.join(self.data, name.split("@")[0]),
                "--net-ticktime", str(self.ticktime)]
         self.procs[name] = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)

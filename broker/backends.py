@@ -1,0 +1,30 @@
+"""The queue backends a node can run, by the name used in its config.
+
+`memory` is `channel.testing`'s in-memory, node-local backend: queues live on
+the node whose channel declared them, while exchanges and bindings are the
+cluster's (its deleted queues drop their bindings through the store).
+`quorum` is `channel.quorum_queue` over the node's `MetadataRegistry`, so
+queues are Ra clusters reachable from every node.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.node import BrokerNode
+
+__all__ = ["memory", "quorum"]
+
+
+def memory(broker: BrokerNode) -> Any:
+    from channel.testing import MemoryBackend
+
+    return MemoryBackend(broker.node, on_deleted=broker.topology.remove_queue)
+
+
+def quorum(broker: BrokerNode) -> Any:
+    from channel.quorum_queue import QuorumBackend
+
+    return QuorumBackend(broker.node, broker.registry,
+                         net_ticktime=int(broker.config.net_ticktime))

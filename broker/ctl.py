@@ -1,0 +1,180 @@
+"""`warren ctl`: rabbitmqctl / rabbitmq-queues for a warren cluster.
+
+The CLI becomes a short-lived node of its own (`warren_ctl_<pid>@127.0.0.1:PORT`,
+authenticated with the same cookie as the cluster), runs the command's
+function from `broker.ctl_ops` on the target node and prints the result as a
+tab-separated table with a header (`--formatter json` prints JSON). Exit
+codes follow rabbitmqctl: 0 ok, 64 usage error, 65 refused (bad data, no such
+queue), 69 node unreachable, 70 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["EX_DATAERR", "EX_SOFTWARE", "EX_UNAVAILABLE", "EX_USAGE", "add_parser", "run"]
+
+EX_USAGE = 64
+EX_DATAERR = 65
+EX_UNAVAILABLE = 69
+EX_SOFTWARE = 70
+
+
+def _q(args: argparse.Namespace) -> tuple[Any, ...]:
+    return (args.vhost, args.queue)
+
+
+# command -> (function name in broker.ctl_ops, arguments from the parsed flags)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]] = {
+    "cluster_status": ("cluster_status", lambda a: ()),
+    "list_queues": ("list_queues", lambda a: (a.vhost,)),
+    "list_exchanges": ("list_exchanges", lambda a: (a.vhost,)),
+    "list_policies": ("list_policies", lambda a: (a.vhost,)),
+    "list_connections": ("list_connections", lambda a: ()),
+    "list_channels": ("list_channels", lambda a: ()),
+    "quorum_status": ("quorum_status", _q),
+    "add_member": ("add_member", lambda a: (*_q(a), a.member_node)),
+    "delete_member": ("delete_member", lambda a: (*_q(a), a.member_node)),
+    "grow": ("grow", lambda a: (a.member_node,)),
+    "shrink": ("shrink", lambda a: (a.member_node,)),
+    "rebalance": ("rebalance", lambda a: ()),
+    "set_policy": ("set_policy", lambda a: (a.vhost, a.name, a.pattern, a.definition,
+                                            a.priority, a.apply_to)),
+    "clear_policy": ("clear_policy", lambda a: (a.vhost, a.name)),
+    "set_vm_memory_high_watermark": ("set_vm_memory_high_watermark", lambda a: (a.value,)),
+    "set_disk_free_limit": ("set_disk_free_limit", lambda a: (a.value,)),
+    "stop_member": ("stop_member", lambda a: (*_q(a), a.member_node)),
+    "start_member": ("start_member", lambda a: (*_q(a), a.member_node)),
+    "crash_channel": ("crash_channel", lambda a: (a.pid,)),
+    "dlx_workers": ("dlx_workers", lambda a: ()),
+}
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"definition is not valid JSON: {exc}")
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("definition must be a JSON object")
+    return value
+
+
+def add_parser(sub: Any) -> None:
+    ctl = sub.add_parser("ctl", help="operate a running cluster (rabbitmqctl)")
+    ctl.add_argument("--node", "-n", required=True, help="target node name@host:port")
+    ctl.add_argument("--vhost", "-p", default="/")
+    ctl.add_argument("--formatter", choices=("table", "json"), default="table")
+    ctl.add_argument("--timeout", "-t", type=float, default=30.0, help="seconds")
+    ctl.add_argument("--cookie", default=None, help="default: WARREN_COOKIE or ~/.warren.cookie")
+    cmds = ctl.add_subparsers(dest="ctl_command", required=True)
+    for name in ("cluster_status", "list_queues", "list_exchanges", "list_policies",
+                 "list_connections", "list_channels", "rebalance", "dlx_workers"):
+        cmds.add_parser(name)
+    for name in ("quorum_status",):
+        cmds.add_parser(name).add_argument("queue")
+    for name in ("add_member", "delete_member", "stop_member", "start_member"):
+        p = cmds.add_parser(name)
+        p.add_argument("queue")
+        p.add_argument("member_node")
+    for name in ("grow", "shrink"):
+        cmds.add_parser(name).add_argument("member_node")
+    sp = cmds.add_parser("set_policy")
+    sp.add_argument("name")
+    sp.add_argument("pattern")
+    sp.add_argument("definition", type=_json_object)
+    sp.add_argument("--priority", type=int, default=0)
+    sp.add_argument("--apply-to", default="all")
+    cmds.add_parser("clear_policy").add_argument("name")
+    cmds.add_parser("set_vm_memory_high_watermark").add_argument("value", type=float)
+    cmds.add_parser("set_disk_free_limit").add_argument("value", type=int)
+    cmds.add_parser("crash_channel").add_argument("pid")
+    ctl.set_defaults(func=run)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def render(result: Any, formatter: str) -> str:
+    if formatter == "json":
+        return json.dumps(result, sort_keys=True, default=str)
+    if isinstance(result, dict):
+        return "\n".join(f"{k}\t{_fmt(v)}" for k, v in result.items())
+    if isinstance(result, list):
+        if not result:
+            return ""
+        header = list(result[0])
+        lines = ["\t".join(header)]
+        lines += ["\t".join(_fmt(row.get(k)) for k in header) for row in result]
+        return "\n".join(lines)
+    return _fmt(result)
+
+
+def run(args: argparse.Namespace) -> int:
+    from actors import Node
+    from broker.formation import ping
+    from ra import system as ra_system
+    from transports.tick import TickConfig
+    from transports.zmq import ZmqTransport
+    from transports.zmq_node import free_port
+
+    fun_name, get_args = COMMANDS[args.ctl_command]
+    name = f"warren_ctl_{os.getpid()}@127.0.0.1:{free_port()}"
+    transport = ZmqTransport(tick=TickConfig(net_ticktime=max(2.0, args.timeout)),
+                             cookie=args.cookie)
+    node = Node(name, transport=transport).start()
+    try:
+        with node.attached():
+            if ping(args.node, int(min(args.timeout, 5) * 1000)) != "pong":
+                print(f"Error: unable to perform an operation on node '{args.node}'. "
+                      "Please see diagnostics information and suggestions below.\n\n"
+                      f"node {args.node} is unreachable (is it running? "
+                      "is the cookie the same?)", file=sys.stderr)
+                return EX_UNAVAILABLE
+            result = ra_system.rpc(args.node, _remote, fun_name, get_args(args),
+                                   timeout=int(args.timeout * 1000))
+    finally:
+        node.stop("shutdown")
+    match result:
+        case ("ok", value):
+            text = render(value, args.formatter)
+            if text:
+                print(text)
+            return 0
+        case ("ctl_error", code, message):
+            print(f"Error:\n{message}", file=sys.stderr)
+            return int(code)
+        case ("badrpc", reason):
+            print(f"Error: {args.node}: {reason}", file=sys.stderr)
+            return EX_UNAVAILABLE if reason in ("nodedown", "timeout") else EX_SOFTWARE
+    print(f"Error: unexpected reply {result!r}", file=sys.stderr)
+    return EX_SOFTWARE
+
+
+def _remote(fun_name: str, fun_args: tuple[Any, ...]) -> Any:
+    """Runs on the target node: the operation, its errors made data."""
+    import actors
+    from broker import ctl_ops
+    from broker.node import RUNNING
+    from channel.errors import AmqpError
+
+    if actors.node() not in RUNNING:
+        return ("ctl_error", EX_UNAVAILABLE, f"{actors.node()} runs no broker")
+    try:
+        return ("ok", getattr(ctl_ops, fun_name)(*fun_args))
+    except ctl_ops.CtlError as exc:
+        return ("ctl_error", exc.code, str(exc))
+    except AmqpError as exc:
+        return ("ctl_error", EX_DATAERR, f"{exc.name} - {exc.explanation}")
+    except Exception as exc:
+        return ("ctl_error", EX_SOFTWARE, f"{type(exc).__name__}: {exc}")

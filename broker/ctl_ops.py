@@ -1,0 +1,346 @@
+"""Operator commands as they run *on* the node (the server side of `warren ctl`).
+
+`warren ctl` executes these functions on the target node, in a process there
+(`ra.system.rpc`, Erlang's `rpc:call`, which is how rabbitmqctl reaches
+`rabbit_*` modules). Each returns plain data (rows of dicts) or raises
+`CtlError` with the message the CLI prints; nothing here prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import actors
+from broker import policy as pol
+from broker.alarms import ALARM_SERVER
+from broker.formation import ping
+from broker.metadata import CLUSTER_NAME, effective_policy
+from broker.node import DLX_SUP, RA_SYSTEM, broker_of
+from channel.queue_registry import QueueRecord
+from supervision import supervisor
+
+__all__ = ["CtlError"]
+
+INFO_TIMEOUT = 2000
+
+
+class CtlError(Exception):
+    """A refused command: `code` is the CLI's exit status (65 = data error)."""
+
+    def __init__(self, message: str, code: int = 65) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _record(vhost: str, name: str) -> QueueRecord:
+    record = broker_of().registry.lookup(vhost, name)
+    if record is None:
+        raise CtlError(f"queue '{name}' in vhost '{vhost}' does not exist")
+    return record
+
+
+def _ask(pid: Any, message_tag: str = "info") -> dict[str, Any] | None:
+    tag = actors.make_ref()
+    actors.send(pid, (message_tag, actors.self(), tag))
+    msg = actors.receive(INFO_TIMEOUT, match=lambda m: isinstance(m, tuple) and m[0] == tag)
+    return None if msg is actors.TIMEOUT else msg[1]
+
+
+# ------------------------------------------------------------------ cluster
+
+
+def cluster_status() -> dict[str, Any]:
+    from ra import api
+
+    broker = broker_of()
+    node = actors.get_node()
+    nodes = broker.config.all_nodes
+    running = [n for n in nodes if n == node.name or ping(n, 1000) == "pong"]
+    members = api.members((CLUSTER_NAME, node.name), INFO_TIMEOUT)
+    alarms = _call(ALARM_SERVER, "get_alarms")
+    return {
+        "node": node.name,
+        "disk_nodes": nodes,
+        "running_nodes": running,
+        "down_nodes": [n for n in nodes if n not in running],
+        "metadata_members": sorted(m[1] for m in members[1]) if members[0] == "ok" else [],
+        "metadata_leader": members[2][1] if members[0] == "ok" else None,
+        "alarms": alarms,
+        "formation": broker.formation,
+    }
+
+
+def _call(name: str, request: Any) -> Any:
+    from actors import gen_server
+
+    return gen_server.call(name, request, INFO_TIMEOUT)
+
+
+# ------------------------------------------------------------------- queues
+
+
+def _stats(record: QueueRecord) -> tuple[Any, Any, Any]:
+    """(messages, consumers, leader node) as the queue's leader reports them, or Nones."""
+    from ra import api
+
+    found = api.members(list(record.servers), INFO_TIMEOUT)
+    if found[0] != "ok":
+        return None, None, None
+    ov = api.member_overview(found[2], INFO_TIMEOUT)
+    machine = ov.get("machine", {}) if isinstance(ov, dict) else {}
+    return machine.get("num_messages"), machine.get("num_consumers"), found[2][1]
+
+
+def list_queues(vhost: str = "/") -> list[dict[str, Any]]:
+    broker = broker_of()
+    rows = []
+    for r in sorted(broker.registry.list(vhost), key=lambda r: r.name):
+        messages, consumers, leader = _stats(r)
+        p = effective_policy(broker.view.state, r.vhost, r.name)
+        rows.append({"name": r.name, "type": "quorum", "messages": messages,
+                     "consumers": consumers, "leader": leader or (r.leader or (None, None))[1],
+                     "members": [n for _s, n in r.servers], "policy": p.name if p else None})
+    local = getattr(broker.backend, "queues", None)
+    if isinstance(local, dict):  # the node-local test backend
+        for (vh, name), q in sorted(local.items()):
+            if vh == vhost:
+                rows.append({"name": name, "type": "classic", "messages": len(q.ready),
+                             "consumers": len(q.consumers), "leader": actors.node(),
+                             "members": [actors.node()], "policy": None})
+    return rows
+
+
+def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
+    from ra import api
+
+    record = _record(vhost, name)
+    rows = []
+    for sid in record.servers:
+        ov = api.member_overview(sid, INFO_TIMEOUT)
+        if not isinstance(ov, dict):
+            rows.append({"node": sid[1], "raft_state": "noproc"})
+            continue
+        rows.append({"node": sid[1], "raft_state": ov["raft_state"],
+                     "membership": ov.get("membership"), "last_log_index": ov["last_index"],
+                     "last_written": ov["last_written_index"],
+                     "last_applied": ov["last_applied"], "commit_index": ov["commit_index"],
+                     "snapshot_index": ov["snapshot_index"], "term": ov["current_term"]})
+    return rows
+
+
+def add_member(vhost: str, name: str, node: str) -> str:
+    from broker.queue_config import machine_config
+    from fifo import ra_glue
+    from fifo.machine import MACHINE_VERSION
+    from ra import api
+
+    broker = broker_of()
+    record = _record(vhost, name)
+    if node not in broker.config.all_nodes:
+        raise CtlError(f"node {node} is not a cluster member")
+    new = (record.ra_name, node)
+    if new in record.servers:
+        raise CtlError(f"{node} is already a member of queue '{name}'")
+    config = machine_config(record, int(actors.get_node().clock.system_time_ms()))
+    machine = ra_glue.QueueMachine(config, MACHINE_VERSION)
+    server = {"id": new, "uid": api.new_uid(record.ra_name), "cluster_name": record.ra_name,
+              "initial_members": [*record.servers, new], "machine": machine,
+              "initial_machine_version": MACHINE_VERSION}
+    started = api.start_server(RA_SYSTEM, server)
+    if started != "ok":
+        raise CtlError(f"cannot start a member of '{name}' on {node}: {started!r}", 70)
+    added = api.add_member(list(record.servers), new, 5000)
+    if added[0] != "ok":
+        api.force_delete_server(RA_SYSTEM, new)
+        raise CtlError(f"cannot add {node} to '{name}': {added!r}", 70)
+    broker.metadata.command(("update_members", vhost, name, [*record.servers, new]))
+    return "ok"
+
+
+def delete_member(vhost: str, name: str, node: str) -> str:
+    from ra import api
+
+    broker = broker_of()
+    record = _record(vhost, name)
+    sid = (record.ra_name, node)
+    if sid not in record.servers:
+        raise CtlError(f"{node} is not a member of queue '{name}'")
+    if len(record.servers) == 1:
+        raise CtlError(f"cannot remove the last member of queue '{name}'")
+    removed = api.remove_member(list(record.servers), sid, 5000)
+    if removed[0] != "ok" and removed != ("error", "not_member"):
+        raise CtlError(f"cannot remove {node} from '{name}': {removed!r}", 70)
+    api.force_delete_server(RA_SYSTEM, sid)
+    rest = [s for s in record.servers if s != sid]
+    broker.metadata.command(("update_members", vhost, name, rest))
+    if record.leader == sid:
+        broker.metadata.command(("update_leader", vhost, name, rest[0]))
+    return "ok"
+
+
+def grow(node: str, vhost_pattern: str = ".*", queue_pattern: str = ".*") -> list[dict[str, Any]]:
+    """`rabbitmq-queues grow`: a member on `node` for every quorum queue lacking one."""
+    import re
+
+    rows = []
+    for r in broker_of().registry.list():
+        if node in (n for _s, n in r.servers) or not (
+                re.search(vhost_pattern, r.vhost) and re.search(queue_pattern, r.name)):
+            continue
+        try:
+            add_member(r.vhost, r.name, node)
+            rows.append({"vhost": r.vhost, "name": r.name, "size": len(r.servers) + 1,
+                         "result": "ok"})
+        except CtlError as exc:
+            rows.append({"vhost": r.vhost, "name": r.name, "size": len(r.servers),
+                         "result": str(exc)})
+    return rows
+
+
+def shrink(node: str) -> list[dict[str, Any]]:
+    """`rabbitmq-queues shrink`: drop the member on `node` of every queue that has others."""
+    rows = []
+    for r in broker_of().registry.list():
+        if node not in (n for _s, n in r.servers):
+            continue
+        try:
+            delete_member(r.vhost, r.name, node)
+            rows.append({"vhost": r.vhost, "name": r.name, "size": len(r.servers) - 1,
+                         "result": "ok"})
+        except CtlError as exc:
+            rows.append({"vhost": r.vhost, "name": r.name, "size": len(r.servers),
+                         "result": str(exc)})
+    return rows
+
+
+def rebalance() -> list[dict[str, Any]]:
+    """`rabbitmq-queues rebalance quorum`: move leaders to members' least-loaded nodes."""
+    from ra import api
+
+    broker = broker_of()
+    counts: dict[str, int] = dict.fromkeys(broker.config.all_nodes, 0)
+    records = sorted(broker.registry.list(), key=lambda r: (r.vhost, r.name))
+    for r in records:
+        if r.leader is not None:
+            counts[r.leader[1]] = counts.get(r.leader[1], 0) + 1
+    for r in records:
+        if r.leader is None:
+            continue
+        target = min((n for _s, n in r.servers), key=lambda n: (counts.get(n, 0), n))
+        if counts.get(target, 0) + 1 < counts[r.leader[1]]:
+            new = (r.ra_name, target)
+            if api.transfer_leadership(r.leader, new, 5000) == "ok":
+                counts[r.leader[1]] -= 1
+                counts[target] = counts.get(target, 0) + 1
+                broker.metadata.command(("update_leader", r.vhost, r.name, new))
+    return [{"node": n, "leaders": c} for n, c in sorted(counts.items())]
+
+
+# ----------------------------------------------------------------- policies
+
+
+def set_policy(vhost: str, name: str, pattern: str, definition: dict[str, Any],
+               priority: int = 0, apply_to: str = "all") -> str:
+    try:
+        p = pol.validate(vhost, name, pattern, definition, priority, apply_to)
+    except pol.PolicyError as exc:
+        raise CtlError(str(exc))
+    broker_of().metadata.command(("set_policy", p))
+    return "ok"
+
+
+def clear_policy(vhost: str, name: str) -> str:
+    if broker_of().metadata.command(("clear_policy", vhost, name)) != "ok":
+        raise CtlError(f"Parameter does not exist: policy '{name}' in vhost '{vhost}'")
+    return "ok"
+
+
+def list_policies(vhost: str = "/") -> list[dict[str, Any]]:
+    state = broker_of().view.state
+    return [{"vhost": p.vhost, "name": p.name, "pattern": p.pattern, "apply-to": p.apply_to,
+             "definition": dict(p.definition), "priority": p.priority}
+            for (vh, _n), p in sorted(state.policies.items()) if vh == vhost]
+
+
+def list_exchanges(vhost: str = "/") -> list[dict[str, Any]]:
+    vh = broker_of().view.state.topology.vhosts.get(vhost)
+    if vh is None:
+        raise CtlError(f"vhost '{vhost}' does not exist")
+    return [{"name": x.name, "type": x.type} for x in sorted(vh.exchanges.values(),
+                                                               key=lambda x: x.name)]
+
+
+# -------------------------------------------------------- connections, hooks
+
+
+def _readers() -> list[Any]:
+    listener = broker_of().listener
+    return [] if listener is None else list(listener.readers.values())
+
+
+def list_connections() -> list[dict[str, Any]]:
+    rows = []
+    for reader in _readers():
+        info = _ask(reader.me) or {}
+        rows.append({"pid": str(reader.me), "peer": reader.peer, "user":
+                     reader.user.name if reader.user else None, "vhost": reader.vhost,
+                     "state": info.get("state"), "channels": info.get("channels")})
+    return rows
+
+
+def list_channels() -> list[dict[str, Any]]:
+    rows = []
+    backend = broker_of().backend
+    sessions = getattr(backend, "sessions", {})
+    for reader in _readers():
+        for number, ch in sorted(reader.channels.items()):
+            info = _ask(ch.pid) or {}
+            session = sessions.get(ch.pid)
+            pending = session.pending_raft_commands() if hasattr(
+                session, "pending_raft_commands") else None
+            rows.append({"pid": str(ch.pid), "connection": str(reader.me), "number": number,
+                         "state": info.get("state"), "consumers": info.get("consumers"),
+                         "messages_unacknowledged": info.get("unacked"),
+                         "messages_unconfirmed": info.get("unconfirmed"),
+                         "pending_raft_commands": pending})
+    return rows
+
+
+def crash_channel(pid_text: str) -> str:
+    """Test hook: make a channel raise (an unexpected exception in the channel actor)."""
+    for reader in _readers():
+        for ch in reader.channels.values():
+            if str(ch.pid) == pid_text:
+                actors.send(ch.pid, ("crash",))
+                return "ok"
+    raise CtlError(f"no channel {pid_text}")
+
+
+def set_vm_memory_high_watermark(value: float) -> str:
+    return _call(ALARM_SERVER, ("set_vm_memory_high_watermark", value))
+
+
+def set_disk_free_limit(value: int) -> str:
+    return _call(ALARM_SERVER, ("set_disk_free_limit", value))
+
+
+def stop_member(vhost: str, name: str, node: str) -> str:
+    from ra import api
+
+    record = _record(vhost, name)
+    return str(api.stop_server(RA_SYSTEM, (record.ra_name, node)))
+
+
+def start_member(vhost: str, name: str, node: str) -> str:
+    from ra import api
+
+    record = _record(vhost, name)
+    result = api.restart_server(RA_SYSTEM, (record.ra_name, node))
+    if result != "ok":
+        raise CtlError(f"cannot restart the member of '{name}' on {node}: {result!r}", 70)
+    return "ok"
+
+
+def dlx_workers() -> list[dict[str, Any]]:
+    counts = supervisor.count_children(DLX_SUP)
+    return [{"node": actors.node(), "workers": counts.get("workers", 0)}]

@@ -1,0 +1,217 @@
+"""The metadata store as a Ra machine: vhosts, users, exchanges, bindings,
+queues and policies of the whole cluster.
+
+RabbitMQ 4 keeps this in Khepri, a Ra cluster with one member per node; every
+change is a replicated command, so every node sees the same exchanges, queues
+and policies in the same order. `MetadataMachine` is that machine for warren:
+pure, deterministic, answering each command with RabbitMQ's reply or error
+term (`("error", (amqp_error_name, text))`, which the caller turns back into
+an `AmqpError`).
+
+The state is never mutated in place: `apply` builds a new `MetadataState`
+that shares what did not change. That is what makes Khepri-style
+*projections* cheap: after every change the machine emits a `local` send of
+the new state to the node's `warren_metadata` process on every member (each
+member executes it for its own node), which keeps it as the node's read
+copy. Channels route from that copy without asking Ra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from broker import policy as pol
+from broker.policy import Policy
+from channel.auth import User
+from channel.errors import AmqpError
+from channel.exchange import Topology, _VHost
+from channel.queue_registry import QueueRecord
+
+__all__ = [
+    "CLUSTER_NAME",
+    "PROJECTION",
+    "MetadataMachine",
+    "MetadataState",
+    "effective_policy",
+    "initial_state",
+]
+
+CLUSTER_NAME = "warren_metadata"
+"""The Ra cluster (and each member's registered name) of the metadata store."""
+PROJECTION = "warren_metadata_view"
+"""Registered name of the process on each node that keeps the read copy."""
+
+QueueKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class MetadataState:
+    vhosts: tuple[str, ...] = ("/",)
+    users: Mapping[str, User] = field(default_factory=dict)
+    topology: Topology = field(default_factory=Topology)
+    queues: Mapping[QueueKey, QueueRecord] = field(default_factory=dict)
+    policies: Mapping[QueueKey, Policy] = field(default_factory=dict)
+
+
+def initial_state() -> MetadataState:
+    """RabbitMQ's first boot: vhost `/`, user guest/guest with access to it."""
+    return MetadataState(users={"guest": User("guest", "guest", frozenset({"/"}),
+                                              ("administrator",))})
+
+
+def effective_policy(state: MetadataState, vhost: str, name: str,
+                     queue_type: str = "quorum") -> Policy | None:
+    return pol.matching_policy(state.policies.values(), vhost, "queue", name, queue_type)
+
+
+def _queue_type(record: QueueRecord) -> str:
+    return str(record.arguments.get("x-queue-type", "quorum"))
+
+
+def _cow_topology(t: Topology, vhost: str | None) -> Topology:
+    """A copy of `t` whose `vhost` entry may be changed without touching `t`."""
+    new = Topology(vhosts=())
+    new.vhosts = dict(t.vhosts)
+    if vhost is not None and vhost in t.vhosts:
+        old = t.vhosts[vhost]
+        new.vhosts[vhost] = _VHost(dict(old.exchanges),
+                                   {k: list(v) for k, v in old.bindings.items()})
+    return new
+
+
+class MetadataMachine:
+    """`ra_machine` callbacks for the metadata store (duck-typed like `ra.machine.Machine`)."""
+
+    def init(self, _config: Mapping[str, Any]) -> MetadataState:
+        return initial_state()
+
+    def version(self) -> int:
+        return 0
+
+    def which_module(self, _version: int) -> MetadataMachine:
+        return self
+
+    def overview(self, s: MetadataState) -> dict[str, Any]:
+        return {"vhosts": len(s.vhosts), "users": len(s.users), "queues": len(s.queues),
+                "policies": len(s.policies)}
+
+    def apply(self, meta: Mapping[str, Any], cmd: Any, s: MetadataState) -> tuple[Any, ...]:
+        """Reply ``(index, reply)``: the index lets a caller wait until its own
+        node's copy has applied the command (read-your-writes)."""
+        index = meta["index"]
+        try:
+            new, reply, effects = self._apply(cmd, s)
+        except AmqpError as exc:
+            new, reply, effects = s, ("error", (exc.name, exc.explanation)), []
+        projection = ("send_msg", PROJECTION, ("metadata_state", index, new), ["local"])
+        return (new, (index, reply), [*effects, projection])
+
+    # ------------------------------------------------------------------ commands
+
+    def _apply(self, cmd: Any, s: MetadataState) -> tuple[MetadataState, Any, list[Any]]:
+        match cmd:
+            case ("add_vhost", vhost):
+                if vhost in s.vhosts:
+                    return s, "ok", []
+                t = _cow_topology(s.topology, None)
+                t.add_vhost(vhost)
+                return replace(s, vhosts=(*s.vhosts, vhost), topology=t), "ok", []
+            case ("add_user", User() as user):
+                return replace(s, users={**s.users, user.name: user}), "ok", []
+            case ("delete_user", name):
+                if name not in s.users:
+                    return s, ("error", "no_such_user"), []
+                users = dict(s.users)
+                del users[name]
+                return replace(s, users=users), "ok", []
+            case ("declare_exchange", vhost, name, type_, flags, arguments):
+                self._vhost(s, vhost)
+                if s.topology.lookup(vhost, name) is not None:
+                    s.topology.declare(vhost, name, type_, **flags, arguments=arguments)
+                    return s, "ok", []
+                t = _cow_topology(s.topology, vhost)
+                t.declare(vhost, name, type_, **flags, arguments=arguments)
+                return replace(s, topology=t), "ok", []
+            case ("delete_exchange", vhost, name, if_unused):
+                self._vhost(s, vhost)
+                t = _cow_topology(s.topology, vhost)
+                t.delete(vhost, name, if_unused=if_unused)
+                return replace(s, topology=t), "ok", []
+            case ("bind", vhost, source, kind, destination, key, arguments):
+                self._vhost(s, vhost)
+                t = _cow_topology(s.topology, vhost)
+                t.bind(vhost, source, kind, destination, key, arguments, lambda _q: True)
+                return replace(s, topology=t), "ok", []
+            case ("unbind", vhost, source, kind, destination, key, arguments):
+                self._vhost(s, vhost)
+                t = _cow_topology(s.topology, vhost)
+                t.unbind(vhost, source, kind, destination, key, arguments)
+                return replace(s, topology=t), "ok", []
+            case ("declare_queue", QueueRecord() as record):
+                key = (record.vhost, record.name)
+                self._vhost(s, record.vhost)
+                if key in s.queues:
+                    return s, ("existing", s.queues[key]), []
+                found = effective_policy(s, record.vhost, record.name, _queue_type(record))
+                record = replace(record, policy=dict(found.definition) if found else {})
+                return replace(s, queues={**s.queues, key: record}), ("created", record), []
+            case ("delete_queue", vhost, name):
+                key = (vhost, name)
+                if key not in s.queues:
+                    return s, ("ok", None), []
+                queues = dict(s.queues)
+                record = queues.pop(key)
+                t = _cow_topology(s.topology, vhost)
+                t.remove_queue(vhost, name)
+                return replace(s, queues=queues, topology=t), ("ok", record), []
+            case ("update_leader", vhost, name, leader):
+                return self._update_queue(s, (vhost, name), leader=leader)
+            case ("update_members", vhost, name, servers):
+                return self._update_queue(s, (vhost, name), servers=tuple(servers))
+            case ("set_policy", Policy() as p):
+                self._vhost(s, p.vhost)
+                policies = {**s.policies, (p.vhost, p.name): p}
+                return self._repolicy(s, policies)
+            case ("clear_policy", vhost, name):
+                if (vhost, name) not in s.policies:
+                    return s, ("error", "not_found"), []
+                policies = dict(s.policies)
+                del policies[(vhost, name)]
+                return self._repolicy(s, policies)
+        return s, ("error", ("unknown_command", cmd)), []
+
+    @staticmethod
+    def _vhost(s: MetadataState, vhost: str) -> None:
+        if vhost not in s.vhosts:
+            raise AmqpError("NOT_FOUND", f"no vhost '{vhost}'")
+
+    @staticmethod
+    def _update_queue(s: MetadataState, key: QueueKey,
+                      **changes: Any) -> tuple[MetadataState, Any, list[Any]]:
+        record = s.queues.get(key)
+        if record is None:
+            return s, ("error", "not_found"), []
+        new = replace(record, **changes)
+        if new == record:
+            return s, "ok", []
+        return replace(s, queues={**s.queues, key: new}), "ok", []
+
+    @staticmethod
+    def _repolicy(s: MetadataState, policies: dict[QueueKey, Policy],
+                  ) -> tuple[MetadataState, Any, list[Any]]:
+        """Recompute every queue's effective policy; report the queues that changed."""
+        s = replace(s, policies=policies)
+        queues = dict(s.queues)
+        changed: list[QueueRecord] = []
+        for key, record in s.queues.items():
+            found = effective_policy(s, record.vhost, record.name, _queue_type(record))
+            definition = dict(found.definition) if found else {}
+            if definition != dict(record.policy):
+                queues[key] = replace(record, policy=definition)
+                changed.append(queues[key])
+        effects: list[Any] = []
+        if changed:
+            effects.append(("mod_call", "broker.hooks", "policy_changed", [changed]))
+        return replace(s, queues=queues), "ok", effects

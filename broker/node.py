@@ -1,0 +1,249 @@
+"""A warren node: the supervision tree of DESIGN.md under `warren_sup`.
+
+```
+warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core child stops the node)
+├── net                      node monitor: which peers are up (nodeup / nodedown)
+├── ra_systems_sup           the Ra system: WAL, segment writer, ra_server_sup_sup
+├── warren_metadata_view     joins or forms the metadata cluster, keeps the node's copy
+├── rabbit_alarm             memory and disk monitors -> alarm hub
+├── rabbit_fifo_dlx_sup      simple_one_for_one: at-least-once dead-letter workers
+├── amqp_listener            TCP acceptor -> one reader (connection tree) per connection
+└── recorder                 history sink (only records when a history_dir is configured)
+```
+
+Children start in this order and stop in reverse. The `BrokerNode` object
+keeps what the children share (the metadata view, the queue registry, the
+channel context); `RUNNING` finds it by node name, which is how operator
+commands executed on the node (`broker.ctl`) reach it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import actors
+from actors import Node, gen_server
+from actors.gen_server import GenServer
+from broker.alarms import ALARM_SERVER, AlarmServer
+from broker.config import NodeConfig
+from broker.formation import form_or_join
+from broker.metadata import CLUSTER_NAME, PROJECTION
+from broker.registry import MetadataRegistry
+from broker.store import Metadata, MetadataView, ProjectionServer
+from broker.topology import ReplicatedTopology
+from channel.config import BrokerContext, Config
+from supervision import supervisor
+
+__all__ = ["RUNNING", "BrokerNode", "broker_of"]
+
+log = logging.getLogger("warren.broker")
+
+RUNNING: dict[str, BrokerNode] = {}
+SUP = "warren_sup"
+NET = "warren_net"
+RA_SYSTEM = "default"
+DLX_SUP = "rabbit_fifo_dlx_sup"
+
+
+def broker_of(node_name: str | None = None) -> BrokerNode:
+    """The broker of the calling process's node (or of `node_name`)."""
+    return RUNNING[node_name or actors.node()]
+
+
+class _Flags:
+    """A supervisor callback module with fixed flags and children."""
+
+    def __init__(self, flags: Any, children: list[Any]) -> None:
+        self.flags, self.children = flags, children
+
+    def init(self, _args: Any) -> Any:
+        return ("ok", (self.flags, self.children))
+
+
+# ------------------------------------------------------------------ children
+
+
+class NetServer(GenServer):
+    """Keeps which nodes are connected (`net_kernel`'s view) for status commands."""
+
+    def init(self, broker: BrokerNode) -> Any:
+        actors.monitor_nodes(True)
+        broker.up_nodes = set(actors.get_node().nodes())
+        return ("ok", broker)
+
+    def handle_info(self, msg: Any, broker: BrokerNode) -> Any:
+        match msg:
+            case ("nodeup", peer):
+                broker.up_nodes.add(peer)
+            case ("nodedown", peer):
+                broker.up_nodes.discard(peer)
+                log.warning("node %s down", peer)
+        return ("noreply", broker)
+
+
+def _start_ra(config: dict[str, Any]) -> Any:
+    from ra import system as ra_system
+
+    result = supervisor.start_link(_Flags(("one_for_one", 1, 5), []), None,
+                                   name=ra_system.SYSTEMS_SUP)
+    if result[0] != "ok":
+        return result
+    started = ra_system.start(config)
+    if started[0] != "ok":
+        return ("error", ("ra_system", started))
+    return result
+
+
+class MetadataServer(ProjectionServer):
+    """Forms or joins the metadata cluster in `init`, then keeps the node's copy."""
+
+    def init(self, broker: BrokerNode) -> Any:
+        from ra import api
+
+        how = form_or_join(broker.config.all_nodes, RA_SYSTEM, broker.config.formation_timeout)
+        result = api.local_query((CLUSTER_NAME, broker.node.name), lambda s: s, 5000)
+        if result[0] == "ok":
+            (index, _term), state = result[1]
+            broker.view.update(index, state)
+        broker.formation = how
+        log.info("metadata store: %s", how)
+        return ("ok", broker.view)
+
+
+class ListenerServer(GenServer):
+    def init(self, broker: BrokerNode) -> Any:
+        from channel.listener import Listener
+
+        actors.process_flag("trap_exit", True)
+        cfg = broker.config
+        broker.listener = Listener(broker.ctx, cfg.amqp_host, cfg.amqp_port).start()
+        return ("ok", broker)
+
+    def terminate(self, _reason: Any, broker: BrokerNode) -> None:
+        if broker.listener is not None:
+            broker.listener.stop()
+
+
+class RecorderServer(GenServer):
+    """Installs the history recorder as the node's trace sink while it runs."""
+
+    def init(self, broker: BrokerNode) -> Any:
+        actors.process_flag("trap_exit", True)
+        cfg = broker.config
+        if cfg.history_dir is None:
+            return ("ok", None)
+        from actors import trace
+        from analysis.recorder import Recorder
+
+        recorder = Recorder(cfg.history_dir, cfg.run_id, broker.node.name)
+        trace.set_sink(recorder.sink)
+        return ("ok", recorder)
+
+    def terminate(self, _reason: Any, recorder: Any) -> None:
+        if recorder is not None:
+            from actors import trace
+
+            trace.set_sink(None)
+            recorder.close()
+
+
+def _start_dlx_worker(queue_ref: Any, server_id: Any) -> Any:
+    """A `rabbit_fifo_dlx_worker` under this node's `rabbit_fifo_dlx_sup`."""
+    from fifo import dlx_worker
+
+    env = broker_of().dlx_env
+    if env is None:
+        return ("error", "no_dead_letter_router")
+    return gen_server.start_link(dlx_worker.DlxWorker, (env, queue_ref, server_id))
+
+
+def _start_gen(module: Any, arg: Any, name: str) -> Any:
+    return gen_server.start_link(module, arg, name=name)
+
+
+def _gen(module: Any, arg: Any, name: str) -> dict[str, Any]:
+    return {"id": name, "start": (_start_gen, [module, arg, name])}
+
+
+# --------------------------------------------------------------------- node
+
+
+class BrokerNode:
+    """One node: its config, shared objects and supervision tree."""
+
+    def __init__(self, config: NodeConfig, node: Node) -> None:
+        self.config = config
+        self.node = node
+        self.view = MetadataView()
+        self.metadata = Metadata(node.name, self.view, config.all_nodes)
+        self.topology = ReplicatedTopology(self.metadata)
+        self.registry = MetadataRegistry(self.metadata, RA_SYSTEM, config.quorum_cluster_size)
+        self.up_nodes: set[str] = set()
+        self.formation = ""
+        self.listener: Any = None
+        #: `fifo.dlx_worker.DlxWorkerEnv` (with the broker's dead-letter router) once wired
+        self.dlx_env: Any = None
+        self.backend = _make_backend(config.backend, self)
+        amqp = Config(**config.amqp)
+        self.ctx = BrokerContext(node, self.backend, amqp, topology=self.topology)
+        self.sup: Any = None
+
+    def ra_config(self) -> dict[str, Any]:
+        """The Ra system config; where a disk-backed system gets its `data_dir`."""
+        return {"name": RA_SYSTEM}
+
+    def children(self) -> list[dict[str, Any]]:
+        data_dir = self.config.data_dir or "."
+        dlx = _Flags(("simple_one_for_one", 10, 10), [
+            {"id": "rabbit_fifo_dlx_worker", "start": (_start_dlx_worker, []),
+             "restart": "temporary"}])
+        return [
+            _gen(NetServer, self, NET),
+            {"id": "ra_systems_sup", "type": "supervisor",
+             "start": (_start_ra, [self.ra_config()])},
+            {**_gen(MetadataServer, self, PROJECTION), "shutdown": 5000},
+            _gen(AlarmServer, (self.ctx.alarm, data_dir), ALARM_SERVER),
+            {"id": DLX_SUP, "type": "supervisor",
+             "start": (supervisor.start_link, [dlx, None, DLX_SUP])},
+            _gen(ListenerServer, self, "amqp_listener"),
+            _gen(RecorderServer, self, "recorder"),
+        ]
+
+    def start(self) -> BrokerNode:
+        """Start `warren_sup` (from a process of the node); blocks until formed."""
+        RUNNING[self.node.name] = self
+        sup = _Flags(("one_for_all", 0, 1), self.children())
+        result = supervisor.start_link(sup, None, name=SUP)
+        if result[0] != "ok":
+            RUNNING.pop(self.node.name, None)
+            raise RuntimeError(f"node {self.node.name} failed to start: {result!r}")
+        self.sup = result[1]
+        return self
+
+    @property
+    def amqp_port(self) -> int:
+        return int(self.listener.port) if self.listener is not None else self.config.amqp_port
+
+    def write_ready(self) -> None:
+        """`<data_dir>/ready`: what scripts wait for (node, AMQP port, creation)."""
+        if self.config.data_dir is None:
+            return
+        import json
+
+        path = Path(self.config.data_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        tmp = path / "ready.tmp"
+        tmp.write_text(json.dumps({"node": self.node.name, "amqp_port": self.amqp_port,
+                                   "creation": self.node.creation,
+                                   "formation": self.formation}))
+        tmp.replace(path / "ready")
+
+
+def _make_backend(spec: str, broker: BrokerNode) -> Any:
+    factory = {"memory": "broker.backends:memory", "quorum": "broker.backends:quorum"}.get(
+        spec, spec)
+    module, _, attr = factory.partition(":")
+    return getattr(importlib.import_module(module), attr)(broker)

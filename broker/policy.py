@@ -1,0 +1,175 @@
+"""Policies: validation, matching and how a policy combines with queue arguments.
+
+RabbitMQ keeps policies in its metadata store and, whenever a queue or a
+policy changes, recomputes which policy applies to each queue (`rabbit_policy`):
+the matching policy with the highest priority wins, a pattern is an
+unanchored regular expression searched in the queue name, and `apply-to`
+limits the kinds of object it may match. The queue type then combines the
+policy's keys with the queue's own `x-` arguments, key by key, by rules that
+differ per key (spec channel.md §5.17, fifo.md §19). All of that is pure and
+lives here, so the metadata machine, the registry and the CLI share it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "APPLY_TO",
+    "DEFAULT_DELIVERY_LIMIT",
+    "Policy",
+    "PolicyError",
+    "effective",
+    "matching_policy",
+    "validate",
+]
+
+APPLY_TO = ("all", "queues", "exchanges", "classic_queues", "quorum_queues", "streams")
+DEFAULT_DELIVERY_LIMIT = 20
+"""`rabbit_quorum_queue`'s default when neither argument nor policy sets one (4.x)."""
+
+_OVERFLOW = ("drop-head", "reject-publish", "reject-publish-dlx")
+_STRATEGY = ("at-most-once", "at-least-once")
+_LOCATORS = ("client-local", "balanced")
+
+
+class PolicyError(ValueError):
+    """A policy that `set_policy` refuses; the message is what the CLI prints."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    vhost: str
+    name: str
+    pattern: str
+    definition: Mapping[str, Any]
+    priority: int = 0
+    apply_to: str = "all"
+    _regex: Any = field(default=None, compare=False, repr=False)
+
+    def matches(self, kind: str, name: str, queue_type: str = "quorum") -> bool:
+        """Does this policy apply to the `kind` ("queue" / "exchange") called `name`?"""
+        if not _applies_to(self.apply_to, kind, queue_type):
+            return False
+        regex = self._regex or re.compile(self.pattern)
+        return regex.search(name) is not None
+
+
+def _applies_to(apply_to: str, kind: str, queue_type: str) -> bool:
+    if apply_to == "all":
+        return True
+    if kind == "exchange":
+        return apply_to == "exchanges"
+    if apply_to == "queues":
+        return True
+    return apply_to == {"classic": "classic_queues", "quorum": "quorum_queues",
+                        "stream": "streams"}.get(queue_type)
+
+
+def _non_neg_int(v: Any) -> str | None:
+    return None if _is_int(v) and v >= 0 else f"{v!r} must be a non-negative integer"
+
+
+def _pos_int(v: Any) -> str | None:
+    return None if _is_int(v) and v >= 1 else f"{v!r} must be a positive integer"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _any_int(v: Any) -> str | None:
+    return None if _is_int(v) else f"{v!r} must be an integer"
+
+
+def _binary(v: Any) -> str | None:
+    return None if isinstance(v, str) else f"{v!r} is not a valid string"
+
+
+def _one_of(values: tuple[str, ...]) -> Any:
+    def check(v: Any) -> str | None:
+        return None if v in values else f"{v!r} is not a valid value; expected one of " \
+            + ", ".join(values)
+    return check
+
+
+_VALIDATORS = {
+    "max-length": _non_neg_int,
+    "max-length-bytes": _non_neg_int,
+    "overflow": _one_of(_OVERFLOW),
+    "delivery-limit": _any_int,
+    "dead-letter-exchange": _binary,
+    "dead-letter-routing-key": _binary,
+    "dead-letter-strategy": _one_of(_STRATEGY),
+    "expires": _pos_int,
+    "message-ttl": _non_neg_int,
+    "consumer-timeout": _non_neg_int,
+    "queue-leader-locator": _one_of(_LOCATORS),
+}
+
+
+def validate(vhost: str, name: str, pattern: str, definition: Mapping[str, Any],
+             priority: Any = 0, apply_to: str = "all") -> Policy:
+    """A checked `Policy`, or `PolicyError` with a RabbitMQ-like message."""
+    if not isinstance(definition, Mapping) or not definition:
+        raise PolicyError("Validation failed\n\ndefinition must be a non-empty JSON object")
+    if apply_to not in APPLY_TO:
+        raise PolicyError(f"Validation failed\n\n'{apply_to}' is not a valid apply-to value")
+    if not _is_int(priority):
+        raise PolicyError(f"Validation failed\n\npriority must be an integer, got {priority!r}")
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise PolicyError(f"Validation failed\n\n{pattern!r} is not a valid regex: {exc}")
+    unknown = [k for k in definition if k not in _VALIDATORS]
+    if unknown:
+        raise PolicyError(f"Validation failed\n\n{unknown} are not recognised policy settings")
+    for key, value in definition.items():
+        error = _VALIDATORS[key](value)
+        if error is not None:
+            raise PolicyError(f"Validation failed\n\n{key}: {error}")
+    if "dead-letter-routing-key" in definition and "dead-letter-exchange" not in definition:
+        raise PolicyError("Validation failed\n\ndead-letter-routing-key requires "
+                          "dead-letter-exchange in the same policy")
+    return Policy(vhost, name, pattern, dict(definition), priority, apply_to, regex)
+
+
+def matching_policy(policies: Iterable[Policy], vhost: str, kind: str, name: str,
+                    queue_type: str = "quorum") -> Policy | None:
+    """The policy that applies: highest priority, ties broken by policy name."""
+    found = [p for p in policies if p.vhost == vhost and p.matches(kind, name, queue_type)]
+    return min(found, key=lambda p: (-p.priority, p.name), default=None)
+
+
+def _min(a: Any, b: Any) -> Any:
+    present = [v for v in (a, b) if v is not None]
+    return min(present) if present else None
+
+
+def effective(key: str, arguments: Mapping[str, Any], policy: Mapping[str, Any]) -> Any:
+    """The value of `key` (policy spelling, e.g. "max-length") for a quorum queue.
+
+    Arguments vs policy, as `rabbit_quorum_queue` resolves them: limits and
+    TTLs take the smaller value, `overflow` and `queue-leader-locator` prefer
+    the policy, dead-letter settings prefer the argument, `delivery-limit`
+    takes the larger value when either is negative (unlimited) and otherwise
+    the smaller, defaulting to 20.
+    """
+    arg = arguments.get("x-" + key)
+    pol = policy.get(key)
+    if key in ("max-length", "max-length-bytes", "expires", "message-ttl", "consumer-timeout"):
+        return _min(arg, pol)
+    if key in ("overflow", "queue-leader-locator"):
+        return pol if pol is not None else arg
+    if key in ("dead-letter-exchange", "dead-letter-routing-key", "dead-letter-strategy"):
+        return arg if arg is not None else pol
+    if key == "delivery-limit":
+        if arg is None and pol is None:
+            return DEFAULT_DELIVERY_LIMIT
+        if arg is None or pol is None:
+            return arg if pol is None else pol
+        return max(arg, pol) if arg < 0 or pol < 0 else min(arg, pol)
+    return arg if arg is not None else pol

@@ -1,0 +1,73 @@
+"""The `rabbit_fifo` config map of a quorum queue, from its arguments and policy.
+
+`rabbit_quorum_queue` builds the machine's full config map at declare and
+again on every policy change (`update_config` replaces every field, so the
+map must always be complete): spec fifo.md §19. The broker needs it in both
+places — the registry when it starts a queue's Ra cluster, the policy hook
+when a policy changes — so it is one pure function here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from broker.policy import effective
+from channel.queue_registry import QueueRecord
+
+__all__ = ["dead_letter_handler", "machine_config", "queue_resource", "ra_name"]
+
+log = logging.getLogger("warren.broker")
+
+
+def queue_resource(vhost: str, name: str) -> tuple[str, str, str, str]:
+    """`#resource{virtual_host, kind = queue, name}` in warren's spelling."""
+    return ("resource", vhost, "queue", name)
+
+
+def ra_name(vhost: str, name: str) -> str:
+    """`rabbit_quorum_queue:qname_to_internal_name`: vhost (url-quoted) `_` name."""
+    from urllib.parse import quote
+
+    return f"{quote(vhost, safe='')}_{name}"
+
+
+def dead_letter_handler(arguments: Mapping[str, Any], policy: Mapping[str, Any]) -> Any:
+    """`undefined` (None), `at_least_once` or `(at_most_once, (M, F, A))` (spec §8.2)."""
+    exchange = effective("dead-letter-exchange", arguments, policy)
+    if exchange is None:
+        return None
+    strategy = effective("dead-letter-strategy", arguments, policy)
+    overflow = effective("overflow", arguments, policy) or "drop-head"
+    if strategy == "at-least-once":
+        if overflow == "reject-publish":
+            return "at_least_once"
+        log.warning("dead-letter-strategy at-least-once is not compatible with overflow %s; "
+                    "falling back to at-most-once", overflow)
+    routing_key = effective("dead-letter-routing-key", arguments, policy)
+    return ("at_most_once", ("rabbit_quorum_queue", "dead_letter_publish",
+                             [exchange, routing_key]))
+
+
+def machine_config(record: QueueRecord, created_ms: int) -> dict[str, Any]:
+    """The full `rabbit_fifo` init / `update_config` map for `record`."""
+    args, policy = record.arguments, record.policy
+    overflow = effective("overflow", args, policy) or "drop-head"
+    if overflow == "reject-publish-dlx":
+        log.warning("overflow reject-publish-dlx is not supported by quorum queues; "
+                    "using drop-head for %s", record.name)
+        overflow = "drop-head"
+    return {
+        "name": record.ra_name,
+        "queue_resource": queue_resource(record.vhost, record.name),
+        "dead_letter_handler": dead_letter_handler(args, policy),
+        "overflow_strategy": overflow.replace("-", "_"),
+        "max_length": effective("max-length", args, policy),
+        "max_bytes": effective("max-length-bytes", args, policy),
+        "single_active_consumer_on": bool(args.get("x-single-active-consumer", False)),
+        "delivery_limit": effective("delivery-limit", args, policy),
+        "expires": effective("expires", args, policy),
+        "msg_ttl": effective("message-ttl", args, policy),
+        "created": created_ms,
+    }

@@ -1,0 +1,102 @@
+"""Start real `warren node start` processes on loopback and run `warren ctl` against them."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transports.zmq_node import free_port, stop_node_process
+
+ROOT = Path(__file__).resolve().parents[2]
+COOKIE = "warren-broker-tests"
+
+
+def env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(ROOT), WARREN_COOKIE=COOKIE)
+
+
+@dataclass
+class BrokerProc:
+    name: str
+    amqp_port: int
+    data_dir: Path
+    proc: subprocess.Popen[bytes] | None = None
+    ready_line: str = ""
+
+
+def plan(count: int, base: Path) -> list[BrokerProc]:
+    return [BrokerProc(f"n{i}@127.0.0.1:{free_port()}", free_port(), base / f"n{i}")
+            for i in range(1, count + 1)]
+
+
+def launch(b: BrokerProc, args: list[str]) -> None:
+    log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the child
+        prefix="warren-broker-", suffix=".log", delete=False)
+    b.proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "node", "start", *args],
+                              cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=log)
+    log.close()
+    b.proc.log_path = log.name  # type: ignore[attr-defined]
+
+
+def wait_ready(b: BrokerProc, timeout: float = 60.0) -> str:
+    """The node's `ready ...` line; raises with its log if it fails first."""
+    assert b.proc is not None and b.proc.stdout is not None
+    fd, buf = b.proc.stdout.fileno(), b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            chunk = os.read(fd, 4096)
+            buf += chunk
+            for line in buf.decode().splitlines():
+                if line.startswith("ready "):
+                    b.ready_line = line
+                    return line
+            if not chunk or "failed" in buf.decode():
+                break
+    log = Path(b.proc.log_path).read_text()  # type: ignore[attr-defined]
+    raise RuntimeError(f"{b.name} not ready: {buf.decode()!r}\n{log[-3000:]}")
+
+
+def start_cluster(nodes: list[BrokerProc], backend: str = "quorum") -> None:
+    peers = ",".join(b.name for b in nodes)
+    for b in nodes:
+        launch(b, ["--name", b.name, "--amqp-port", str(b.amqp_port), "--peers", peers,
+                   "--net-ticktime", "2", "--data-dir", str(b.data_dir), "--backend", backend])
+    for b in nodes:
+        wait_ready(b)
+
+
+def stop_all(nodes: list[BrokerProc]) -> None:
+    for b in nodes:
+        if b.proc is not None:
+            stop_node_process(b.proc)
+
+
+def ctl(node: str, *args: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", "ctl", "--node", node, "--timeout", str(timeout),
+         *args], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
+
+
+def ctl_json(node: str, *args: str) -> Any:
+    out = ctl(node, "--formatter", "json", *args)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def eventually(check: Any, timeout: float = 15.0) -> Any:
+    """Poll `check` until it returns a truthy value (no timing is asserted)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.2)

@@ -1,0 +1,80 @@
+"""Nodes started from config files, on the node-local test backend; one is killed."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.broker.broker_support import (
+    ctl,
+    ctl_json,
+    eventually,
+    launch,
+    plan,
+    stop_all,
+    wait_ready,
+)
+
+
+def test_config_files_form_a_cluster_and_a_killed_node_shows_down(tmp_path: Path) -> None:
+    nodes = plan(3, tmp_path)
+    try:
+        for b in nodes:
+            cfg = tmp_path / f"{b.name.split('@')[0]}.json"
+            cfg.write_text(json.dumps({
+                "name": b.name, "amqp-port": b.amqp_port, "data-dir": str(b.data_dir),
+                "peers": [n.name for n in nodes], "net-ticktime": 2, "backend": "memory"}))
+            launch(b, ["--config", str(cfg)])
+        for b in nodes:
+            wait_ready(b)
+        n1, n2, n3 = nodes
+        # exchanges and bindings are the cluster's even with node-local queues
+        with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", n1.amqp_port)) as c:
+            c.channel().exchange_declare("logs", "fanout")
+        with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", n2.amqp_port)) as c:
+            ch = c.channel()
+            ch.queue_declare("audit")
+            ch.queue_bind("audit", "logs")
+            ch.basic_publish("logs", "", b"line")
+            assert eventually(lambda: ch.basic_get("audit", auto_ack=True)[2]) == b"line"
+        assert "logs" in [x["name"] for x in ctl_json(n3.name, "list_exchanges")]
+
+        assert n3.proc is not None
+        n3.proc.send_signal(signal.SIGKILL)
+        n3.proc.wait(10)
+        status = ctl_json(n1.name, "cluster_status")
+        assert status["down_nodes"] == [n3.name]
+        assert status["running_nodes"] == sorted([n1.name, n2.name])
+        assert status["disk_nodes"] == sorted(b.name for b in nodes)
+        # two of three metadata members still make a quorum: writes go on
+        out = ctl(n2.name, "set_policy", "after-kill", ".*", '{"message-ttl": 1000}')
+        assert out.returncode == 0, out.stderr
+    finally:
+        stop_all(nodes)
+
+
+def test_bad_config_is_refused_before_starting(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('name = "no-port-here"\n')
+    b = plan(1, tmp_path)[0]
+    launch(b, ["--config", str(cfg)])
+    assert b.proc is not None
+    try:
+        assert b.proc.wait(30) == 78
+        log = Path(b.proc.log_path).read_text()  # type: ignore[attr-defined]
+        assert "node name must be name@host:port, got 'no-port-here'" in log
+    finally:
+        stop_all([b])
+
+
+def test_unknown_config_keys_are_named(tmp_path: Path) -> None:
+    from broker.config import ConfigError, load
+
+    cfg = tmp_path / "node.json"
+    cfg.write_text(json.dumps({"name": "a@127.0.0.1:1", "amqp-port": 1, "colour": "blue"}))
+    with pytest.raises(ConfigError, match="unknown config keys: colour"):
+        load(cfg)
