@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.node import Node
 from actors.pid import Pid
 from ra.memory_disk import MemoryDisk
+
+if TYPE_CHECKING:
+    from ra.disk_store import DiskStore
 
 
 @dataclass
@@ -34,7 +37,8 @@ class SystemHandle:
 
     name: str
     config: dict[str, Any]
-    disk: MemoryDisk
+    #: the system's durable state: in memory, or a data dir in durable mode
+    disk: MemoryDisk | DiskStore
     #: registered names of the system's processes (spec §21.1 ``names``)
     names: dict[str, str]
     directory: dict[str, DirEntry] = field(default_factory=dict)

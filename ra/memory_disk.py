@@ -7,6 +7,11 @@ reads, and the persisted server config that ``restart_server`` re-reads.
 With the in-memory WAL that durable state is this object, owned by the
 system (like ``ra_log_ets`` owns memtables), so servers and the WAL can
 crash and restart and find it again. It does no I/O and holds no process.
+
+`ra.disk_store.DiskStore` is the same interface over a real data dir; the
+server shell and the system tree only use the methods below the fields
+(`open_log`, `meta_of`, `save_snapshot`, the server registry), never which
+kind of store it is.
 """
 
 from __future__ import annotations
@@ -85,6 +90,26 @@ class MemoryDisk:
             self.snapshot_index[uid] = snap_idx
             self.writer(uid).truncate_below(snap_idx)
 
+    def meta_of(self, uid: str, _log: Any = None) -> MemoryMeta:
+        """The meta row of `uid` (``current_term``, ``voted_for``, ``last_applied``)."""
+        return MemoryMeta(self.meta.setdefault(uid, {}))
+
+    def is_registered(self, uid: str, name: str) -> bool:
+        return uid in self.configs or name in self.names
+
+    def register_server(self, uid: str, name: str, config: dict[str, Any]) -> None:
+        """Persist a new server's config and name (``ra_directory`` + ``config`` file)."""
+        self.configs[uid] = dict(config)
+        self.names[name] = uid
+
+    def config_for(self, name: str) -> dict[str, Any] | None:
+        """The persisted config of the server registered as `name`, if any."""
+        uid = self.names.get(name)
+        return None if uid is None else self.configs.get(uid)
+
+    def uid_of(self, name: str) -> str | None:
+        return self.names.get(name)
+
     def open_log(self, uid: str, **log_args: Any) -> MemoryLog:
         """``ra_log:init``: snapshot, checkpoints and the written entries after them."""
         snap, ckpts = self.snapshots.get(uid, (None, []))
@@ -105,3 +130,25 @@ class MemoryDisk:
         for name, known in list(self.names.items()):
             if known == uid:
                 del self.names[name]
+
+
+class MemoryMeta:
+    """`ra.log_meta.LogMeta`'s interface over a dict that is durable by itself."""
+
+    dirty = False
+
+    def __init__(self, row: dict[str, Any]) -> None:
+        self._row = row
+
+    def fetch(self, key: str, default: Any = None) -> Any:
+        value = self._row.get(key)
+        return default if value is None else value
+
+    def store(self, key: str, value: Any) -> None:
+        self._row[key] = value
+
+    def store_sync(self, key: str, value: Any) -> None:
+        self._row[key] = value
+
+    def sync(self) -> None:
+        return None

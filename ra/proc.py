@@ -21,9 +21,11 @@ import random
 from collections import deque
 from typing import Any
 
+import gevent
+
 import actors
 from actors import gen
-from actors.pid import NoSuchName, Pid, ProcessExit, Ref
+from actors.pid import Pid, ProcessExit, Ref
 from actors.process import Process
 from ra import machine as ra_machine
 from ra import server, timeouts
@@ -59,6 +61,8 @@ from ra.types import (
 DEFAULT_TICK_TIMEOUT = 1000
 #: ``low_priority_commands_flush_size``.
 DEFAULT_LOW_PRIORITY_FLUSH_SIZE = 16
+#: a quiet server resends unconfirmed writes to a restarted WAL after this long (ms)
+WAL_RESEND_AFTER_MS = 5000
 
 
 def start_link(config: dict[str, Any]) -> Any:
@@ -122,14 +126,19 @@ class RaServerProc:
         self._persisted_tv: tuple[int, Any] = (0, None)
         self._persisted_la = 0
         self._persisted_snap: tuple[Any, int] = (None, 0)
+        #: the meta row (`ra.log_meta.LogMeta` or the in-memory one), set by `init`
+        self.meta: Any = None
+        #: the WAL process last written to, and when (spec §15.6)
+        self._wal_pid: Pid | None = None
+        self._wal_write_ms = 0
 
     # ------------------------------------------------------------ lifecycle
 
     def init(self) -> None:
         """``post_init`` + ``recover`` + ``recovered`` (spec §18)."""
         cfg, disk = self.config, self.system.disk
-        meta = disk.meta.setdefault(self.uid, {})
         log = disk.open_log(self.uid, **dict(cfg.get("log_init_args", {})))
+        self.meta = meta = disk.meta_of(self.uid, log)
         sys_cfg = self.system.config
         self.s = init_state({
             "id": self.id,
@@ -147,12 +156,12 @@ class RaServerProc:
                 sys_cfg.get("default_max_append_entries_rpc_batch_size", 128)),
             "await_condition_timeout": cfg.get("await_condition_timeout", 30_000),
             "system_config": sys_cfg,
-            "current_term": meta.get("current_term", 0),
-            "voted_for": meta.get("voted_for"),
-            "last_applied": meta.get("last_applied", 0),
+            "current_term": meta.fetch("current_term", 0),
+            "voted_for": meta.fetch("voted_for"),
+            "last_applied": meta.fetch("last_applied", 0),
         })
         self._persisted_tv = (self.s.current_term, self.s.voted_for)
-        self._persisted_la = int(meta.get("last_applied", 0))
+        self._persisted_la = int(meta.fetch("last_applied", 0))
         self._persisted_snap = (log.current_snapshot(), len(log.checkpoints()))
         self.system.directory[self.id[0]] = DirEntry(
             uid=self.uid, cluster_name=cfg.get("cluster_name"), pid=self.pid, parent=self.parent)
@@ -177,6 +186,8 @@ class RaServerProc:
             self.after_event()
 
     def stop(self, reason: Any) -> None:
+        if self.meta is not None:
+            self.meta.sync()
         entry = self.system.directory.get(self.id[0])
         if entry is not None and entry.pid == self.pid:
             entry.pid = None
@@ -420,6 +431,31 @@ class RaServerProc:
         self.s.now_ms = self.now()
         effects = server.tick(self.role, self.s)
         self.push(run_effects(self, effects, CAST))
+        self.resend_to_restarted_wal()
+        self.sync_meta()
+
+    def resend_to_restarted_wal(self) -> None:
+        """Spec §15.6: writes a WAL took with it when it died are sent to its successor.
+
+        A busy server learns of the loss from the new WAL's ``resend_write``
+        (its next write leaves a gap); a quiet one only notices here, once
+        `WAL_RESEND_AFTER_MS` passed since its last write and the WAL's pid
+        changed while entries are still unconfirmed.
+        """
+        log = self.s.log
+        if self._wal_pid is None or not log.pending():
+            return
+        if self.now() - self._wal_write_ms <= WAL_RESEND_AFTER_MS:
+            return
+        wal = actors.whereis(self.system.wal_name)
+        if wal is None or wal == self._wal_pid:
+            return
+        log.handle_event(("resend_write", log.last_written()[0] + 1))
+
+    def sync_meta(self) -> None:
+        """Write the lazily stored meta row (``last_applied``) off the hub."""
+        if self.meta.dirty:
+            gevent.get_hub().threadpool.apply(self.meta.sync)
 
     # ---------------------------------------------------- monitors, nodes
 
@@ -535,18 +571,24 @@ class RaServerProc:
                 self.reply(from_, ("redirect", lead))
 
     def flush_wal(self) -> None:
-        for batch in self.s.log.take_wal_writes():
-            try:
-                actors.send(self.system.wal_name, ("append", self.uid, self.pid, batch))
-            except NoSuchName:
-                pass  # the WAL is down: the log's resend covers it once it is back
+        batches = self.s.log.take_wal_writes()
+        if not batches:
+            return
+        wal = actors.whereis(self.system.wal_name)
+        if wal is None:
+            return  # the WAL is down: the log's resend covers it once it is back
+        for batch in batches:
+            actors.send(wal, ("append", self.uid, self.pid, batch))
+        self._wal_pid = wal
+        self._wal_write_ms = self.now()
 
     def persist_term_and_vote(self) -> None:
         """``voted_for`` must be durable before a vote is granted (spec §2.2)."""
         tv = (self.s.current_term, self.s.voted_for)
         if tv != self._persisted_tv:
-            meta = self.system.disk.meta.setdefault(self.uid, {})
-            meta["current_term"], meta["voted_for"] = tv
+            self.meta.store("current_term", tv[0])
+            self.meta.store("voted_for", tv[1])
+            self.sync_meta()
             self._persisted_tv = tv
 
     def persist_last_applied(self) -> None:
@@ -554,7 +596,7 @@ class RaServerProc:
         s = self.s
         la = min(s.last_applied, s.log.last_written()[0])
         if la > self._persisted_la:
-            self.system.disk.meta.setdefault(self.uid, {})["last_applied"] = la
+            self.meta.store("last_applied", la)
             self._persisted_la = la
 
     def persist_snapshot(self) -> None:

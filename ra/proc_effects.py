@@ -15,10 +15,13 @@ import importlib
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+import gevent
+
 import actors
 from actors.pid import NoSuchName
 from ra import machine as ra_machine
 from ra import release_cursor, server, timeouts
+from ra.disk_log import run_bg_work
 from ra.effects import executes
 from ra.proc_helpers import request_vote, send_snapshot
 from ra.statem import CAST, INFO
@@ -100,8 +103,8 @@ def _run_one(proc: RaServerProc, eff: Any, evtype: Any,
                 proc.events.cancel_state_timeout()
         case ("release_cursor", *_) | ("checkpoint", *_):
             return release_cursor.handle_effect(eff, s)
-        case ("bg_work", job, _err):
-            _bg_work(proc, job)
+        case ("bg_work", _job, _err):
+            _bg_work(proc, eff)
         case ("send_snapshot", to, (_snap, _leader, term)):
             _start_snapshot_sender(proc, to, term)
         case ("start_snapshot_retry_timer", peer, ms):
@@ -176,17 +179,24 @@ def _timer(proc: RaServerProc, eff: Any, name: Any, ms: Any) -> None:
     proc.events.set_timeout(key, max(0, delay), key)
 
 
-def _bg_work(proc: RaServerProc, job: Any) -> None:
-    """The in-memory log's snapshot writes are instant: report them written
-    through the mailbox, as the worker would."""
-    match job:
-        case ("write_snapshot", kind, meta, _state):
-            idxterm = (meta["index"], meta["term"])
-        case ("promote_checkpoint", idxterm):
-            kind = "snapshot"
-        case _:
-            return
-    actors.send(proc.pid, ("ra_log_event", ("snapshot_written", idxterm, [], kind)))
+def _bg_work(proc: RaServerProc, effect: Any) -> None:
+    """Snapshot and checkpoint writes (Ra's ``ra_worker``).
+
+    A `ra.disk_log.DiskLog` writes files: a helper process runs the job on
+    gevent's thread pool, so the server goes on handling commands, and sends
+    the outcome (``snapshot_written`` or ``snapshot_error``) back as a log
+    event. The in-memory log holds snapshots as values, so its job is done at
+    once and reported through the mailbox, as the worker would.
+    """
+    log, server_pid = proc.s.log, proc.pid
+    if getattr(log, "run_bg_work", None) is None:
+        actors.send(server_pid, run_bg_work(log, effect))
+        return
+
+    def worker() -> None:
+        actors.send(server_pid, gevent.get_hub().threadpool.apply(run_bg_work, (log, effect)))
+
+    actors.spawn(worker)
 
 
 def _start_snapshot_sender(proc: RaServerProc, peer: Any, term: int) -> None:

@@ -17,12 +17,16 @@ within 5 s ends that supervisor, and as a temporary child it is not brought
 back: the member stays down until ``restart_server``. A server stopping with
 reason ``normal`` (a removed leader) is not restarted. The WAL is chosen by
 the system config (``wal_start``), so servers never depend on which WAL
-runs. Functions named ``*_local`` run on the node that owns the system and
+runs. A config with a ``data_dir`` (see `disk_system_config`) runs the disk
+WAL and segment writer over a `ra.disk_store.DiskStore`, and a node started
+again on the same data dir recovers every registered server from it with
+``restart_server``. Functions named ``*_local`` run on the node that owns the system and
 are what the `ra.api` calls execute there.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +34,7 @@ import actors
 from actors.pid import CallExit
 from ra import proc, wal_memory
 from ra.directory import SystemHandle, lookup, register_system, system_names
+from ra.disk_store import DiskStore, disk_segment_writer_start, disk_wal_start
 from ra.memory_disk import MemoryDisk
 from supervision import supervisor
 
@@ -62,26 +67,51 @@ def memory_wal_start(handle: SystemHandle) -> Any:
                                  int(handle.config.get("wal_max_batch_size", 8192)))
 
 
+def disk_system_config(data_dir: str, name: str = "default", **keys: Any) -> dict[str, Any]:
+    """A system config whose servers are durable in `data_dir` (one per node).
+
+    Further keys are system config keys of spec §21.1 (``wal_max_size_bytes``,
+    ``wal_sync_method``, ``segment_max_entries`` ...).
+    """
+    return {"name": name, "data_dir": data_dir, **keys}
+
+
 # ------------------------------------------------------------ starting
 
 
 def start(config: dict[str, Any] | None = None) -> Any:
     """``ra_system:start/1`` on the calling process's node: ``("ok", pid)``.
 
-    Keys beyond `default_config`: ``disk`` (a `MemoryDisk` to recover from,
-    standing in for the data dir), ``wal_start`` and ``segment_writer_start``
-    (start functions taking the `SystemHandle`).
+    Keys beyond `default_config`: ``data_dir`` (durable mode: the disk WAL,
+    segment writer and logs in that directory), ``disk`` (a `MemoryDisk` to
+    recover from, standing in for the data dir), ``wal_start`` and
+    ``segment_writer_start`` (start functions taking the `SystemHandle`).
     """
     cfg = {**default_config((config or {}).get("name", "default")), **(config or {})}
+    if "data_dir" in cfg:
+        cfg.setdefault("wal_start", disk_wal_start)
+        cfg.setdefault("segment_writer_start", disk_segment_writer_start)
     node = actors.get_node()
-    if lookup(node, cfg["name"]) is None or "disk" in cfg:
-        handle = SystemHandle(name=cfg["name"], config=cfg, disk=cfg.get("disk") or MemoryDisk(),
+    known = lookup(node, cfg["name"])
+    if known is None or "disk" in cfg or _other_data_dir(known, cfg):
+        handle = SystemHandle(name=cfg["name"], config=cfg, disk=_store(cfg),
                               names=dict(cfg["names"]))
         register_system(node, handle)
     _ensure_systems_sup()
     spec = {"id": cfg["name"], "start": (_start_system_sup, [cfg["name"]]),
             "type": "supervisor", "restart": "permanent"}
     return supervisor.start_child(SYSTEMS_SUP, spec)
+
+
+def _store(cfg: dict[str, Any]) -> Any:
+    if "data_dir" in cfg:
+        return DiskStore(cfg["data_dir"], cfg.get("wal_sync_method", "datasync"))
+    return cfg.get("disk") or MemoryDisk()
+
+
+def _other_data_dir(known: SystemHandle, cfg: dict[str, Any]) -> bool:
+    current = getattr(known.disk, "data_dir", None)
+    return "data_dir" in cfg and current != os.path.abspath(cfg["data_dir"])
 
 
 def stop(name: str = "default") -> Any:
@@ -166,10 +196,9 @@ def start_server_local(system: str, config: dict[str, Any], new: bool = True) ->
         return ("error", ("already_started", running))
     disk = handle.disk
     if new:
-        if config["uid"] in disk.configs or name in disk.names:
+        if disk.is_registered(config["uid"], name):
             return ("error", "not_new")
-        disk.configs[config["uid"]] = dict(config)
-        disk.names[name] = config["uid"]
+        disk.register_server(config["uid"], name, config)
     result = supervisor.start_child(handle.names["server_sup_sup"], [{**config, "system": system}])
     match result:
         case ("ok", _pid) | ("ok", _pid, _):
@@ -184,10 +213,10 @@ def restart_server_local(system: str, name: str, mutable: dict[str, Any] | None)
     handle = lookup(actors.get_node(), system)
     if handle is None:
         return ("error", "system_not_started")
-    uid = handle.disk.names.get(name)
-    if uid is None or uid not in handle.disk.configs:
+    persisted = handle.disk.config_for(name)
+    if persisted is None:
         return ("error", "name_not_registered")
-    config = {**handle.disk.configs[uid], **(mutable or {})}
+    config = {**persisted, **(mutable or {})}
     return start_server_local(system, config, new=False)
 
 
@@ -215,7 +244,7 @@ def force_delete_server_local(system: str, name: str) -> Any:
     handle = lookup(actors.get_node(), system)
     if handle is None:
         return res
-    uid = handle.disk.names.get(name)
+    uid = handle.disk.uid_of(name)
     if uid is not None:
         handle.disk.forget(uid)
     handle.directory.pop(name, None)
