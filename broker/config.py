@@ -37,6 +37,10 @@ class NodeConfig:
     #: directory for recorded history (analysis.recorder); none records nothing
     history_dir: str | None = None
     run_id: str = "run"
+    #: at-least-once dead lettering: the worker's prefetch and its confirm timeout (ms),
+    #: after which unconfirmed or unroutable dead letters are published again
+    dead_letter_worker_consumer_prefetch: int = 32
+    dead_letter_worker_publisher_confirm_timeout: int = 180_000
     #: overrides of channel.config.Config fields (channel_max, frame_max, heartbeat, ...)
     amqp: dict[str, Any] = field(default_factory=dict)
 

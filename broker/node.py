@@ -184,12 +184,32 @@ class BrokerNode:
         self.up_nodes: set[str] = set()
         self.formation = ""
         self.listener: Any = None
-        #: `fifo.dlx_worker.DlxWorkerEnv` (with the broker's dead-letter router) once wired
+        #: `fifo.dlx_worker.DlxWorkerEnv` with the broker's dead-letter router (quorum backend)
         self.dlx_env: Any = None
+        #: `channel.qq_dead_letter.DeadLetterPublisher` (quorum backend): at-most-once
+        self.dead_letter_publisher: Any = None
         self.backend = _make_backend(config.backend, self)
+        self._wire_dead_lettering()
         amqp = Config(**config.amqp)
         self.ctx = BrokerContext(node, self.backend, amqp, topology=self.topology)
         self.sup: Any = None
+
+    def _wire_dead_lettering(self) -> None:
+        """Quorum queues dead-letter through this node's exchanges: at-most-once in the
+        source leader's hook, at-least-once by a worker under `rabbit_fifo_dlx_sup`."""
+        from channel.quorum_queue import QuorumBackend
+
+        if not isinstance(self.backend, QuorumBackend):
+            return
+        from channel.qq_dead_letter import DeadLetterPublisher
+        from channel.qq_dlx_router import router_factory
+        from fifo.dlx_worker import DlxWorkerEnv
+
+        self.dead_letter_publisher = DeadLetterPublisher(self.topology, self.registry)
+        self.dlx_env = DlxWorkerEnv(
+            router_factory(self.backend, self.topology),
+            prefetch=self.config.dead_letter_worker_consumer_prefetch,
+            settle_timeout=self.config.dead_letter_worker_publisher_confirm_timeout)
 
     def ra_config(self) -> dict[str, Any]:
         """The Ra system config; where a disk-backed system gets its `data_dir`."""
@@ -215,10 +235,18 @@ class BrokerNode:
     def start(self) -> BrokerNode:
         """Start `warren_sup` (from a process of the node); blocks until formed."""
         RUNNING[self.node.name] = self
+        if self.dlx_env is not None:
+            from channel import qq_dead_letter
+
+            qq_dead_letter.install(self.node.name, self.dead_letter_publisher)
         sup = _Flags(("one_for_all", 0, 1), self.children())
         result = supervisor.start_link(sup, None, name=SUP)
         if result[0] != "ok":
             RUNNING.pop(self.node.name, None)
+            if self.dlx_env is not None:
+                from channel import qq_dead_letter
+
+                qq_dead_letter.uninstall(self.node.name)
             raise RuntimeError(f"node {self.node.name} failed to start: {result!r}")
         self.sup = result[1]
         return self

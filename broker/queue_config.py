@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.policy import effective
+from channel.qq_dead_letter import handler
 from channel.queue_registry import QueueRecord
 
 __all__ = ["dead_letter_handler", "machine_config", "queue_resource", "ra_name"]
@@ -33,21 +34,17 @@ def ra_name(vhost: str, name: str) -> str:
     return f"{quote(vhost, safe='')}_{name}"
 
 
-def dead_letter_handler(arguments: Mapping[str, Any], policy: Mapping[str, Any]) -> Any:
-    """`undefined` (None), `at_least_once` or `(at_most_once, (M, F, A))` (spec §8.2)."""
-    exchange = effective("dead-letter-exchange", arguments, policy)
-    if exchange is None:
-        return None
-    strategy = effective("dead-letter-strategy", arguments, policy)
+def dead_letter_handler(arguments: Mapping[str, Any], policy: Mapping[str, Any],
+                        resource: Any = None) -> Any:
+    """`undefined` (None), `at_least_once` or `(at_most_once, (M, F, A))` (spec §8.2).
+
+    The at-most-once arguments are `[exchange, routing_key, resource]`, the
+    source queue being the one whose deaths are recorded.
+    """
     overflow = effective("overflow", arguments, policy) or "drop-head"
-    if strategy == "at-least-once":
-        if overflow == "reject-publish":
-            return "at_least_once"
-        log.warning("dead-letter-strategy at-least-once is not compatible with overflow %s; "
-                    "falling back to at-most-once", overflow)
-    routing_key = effective("dead-letter-routing-key", arguments, policy)
-    return ("at_most_once", ("rabbit_quorum_queue", "dead_letter_publish",
-                             [exchange, routing_key]))
+    return handler(effective("dead-letter-exchange", arguments, policy),
+                   effective("dead-letter-routing-key", arguments, policy),
+                   effective("dead-letter-strategy", arguments, policy), overflow, resource)
 
 
 def machine_config(record: QueueRecord, created_ms: int) -> dict[str, Any]:
@@ -61,7 +58,8 @@ def machine_config(record: QueueRecord, created_ms: int) -> dict[str, Any]:
     return {
         "name": record.ra_name,
         "queue_resource": queue_resource(record.vhost, record.name),
-        "dead_letter_handler": dead_letter_handler(args, policy),
+        "dead_letter_handler": dead_letter_handler(
+            args, policy, queue_resource(record.vhost, record.name)),
         "overflow_strategy": overflow.replace("-", "_"),
         "max_length": effective("max-length", args, policy),
         "max_bytes": effective("max-length-bytes", args, policy),

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from channel.errors import AmqpError, rs
+from channel.qq_dead_letter import handler
 from channel.queue_registry import ServerId
 from fifo.machine import MACHINE_VERSION
 from fifo.ra_glue import QueueMachine, machine_config
@@ -53,9 +54,8 @@ def fifo_config(vhost: str, name: str, arguments: Mapping[str, Any],
     """The full machine config a declare passes (policies are not applied yet).
 
     `reject-publish-dlx` is refused by quorum queues with a warning and the
-    default `drop-head` is used. Dead lettering is not configured: warren
-    does not route dead-lettered messages to an exchange yet, so discarded
-    and expired messages are dropped.
+    default `drop-head` is used. Dead lettering follows the
+    `x-dead-letter-*` arguments (`channel.qq_dead_letter.handler`).
     """
     overflow = "reject_publish" if arguments.get("x-overflow") == "reject-publish" \
         else "drop_head"
@@ -71,7 +71,10 @@ def fifo_config(vhost: str, name: str, arguments: Mapping[str, Any],
         expires=arguments.get("x-expires"),
         msg_ttl=arguments.get("x-message-ttl"),
         single_active_consumer_on=arguments.get("x-single-active-consumer") is True,
-        dead_letter_handler=None,
+        dead_letter_handler=handler(
+            arguments.get("x-dead-letter-exchange"), arguments.get("x-dead-letter-routing-key"),
+            arguments.get("x-dead-letter-strategy"), str(arguments.get("x-overflow", "drop-head")),
+            queue_resource(vhost, name)),
         created=created_ms,
     )
 

@@ -19,7 +19,7 @@ configured, and is refused with 406 otherwise; streams are not supported.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import actors
@@ -86,6 +86,8 @@ class QuorumBackend:
         self.command_timeout = command_timeout
         #: live sessions by channel pid (introspection: pending Raft commands)
         self.sessions: dict[Any, QuorumSession] = {}
+        #: leaders being written to the registry, by (vhost, queue)
+        self._recording: dict[tuple[str, str], Any] = {}
 
     def session(self, channel: Any, vhost: str, owner: Any, user: str) -> QuorumSession:
         classic = None if self.classic is None else self.classic.session(channel, vhost, owner,
@@ -97,6 +99,30 @@ class QuorumBackend:
     def connection_closed(self, owner: Any) -> None:
         if self.classic is not None:
             self.classic.connection_closed(owner)
+
+    def leader_changed(self, vhost: str, name: str, leader: Any) -> None:
+        """A session saw `leader` lead the queue: record it once in the registry.
+
+        The registry write may be a metadata command (a Raft round trip), so
+        it runs in a process of its own; a leader already recorded, or already
+        being recorded by this node, costs nothing.
+        """
+        record = self.registry.lookup(vhost, name)
+        if record is None or record.leader == leader or leader not in record.servers:
+            return
+        key = (vhost, name)
+        if self._recording.get(key) == leader:
+            return
+        self._recording[key] = leader
+
+        def record_leader() -> None:
+            try:
+                self.registry.update_leader(vhost, name, leader)
+            finally:
+                if self._recording.get(key) == leader:
+                    del self._recording[key]
+
+        actors.spawn(record_leader)
 
 
 @dataclass
@@ -277,15 +303,20 @@ class QuorumSession:
         classic = [q for q in queues if self._record(q) is None]
         if classic and self.classic is not None:
             actions.extend(self.classic.deliver(classic, message, correlation))
-        stored: QqMessage | None = None
+        quorum = [q for q in queues if q not in classic]
+        if quorum:
+            actions.extend(self.deliver_stored(quorum, QqMessage.from_message(message),
+                                               correlation))
+        return actions
+
+    def deliver_stored(self, queues: list[str], msg: QqMessage, correlation: int | None,
+                       ) -> list[Action]:
+        """Enqueue an already stored message (a dead letter keeps its history)."""
+        actions: list[Action] = []
         for name in queues:
-            if name in classic:
-                continue
             q = self._queue(name)
             if q is None:
                 continue
-            stored = stored or QqMessage.from_message(message)
-            msg = stored
             out = self._run(q, lambda r, q=q, msg=msg, name=name: client.enqueue(
                 name, correlation, msg, q.client, r))
             if out.tag == "reject_publish":
@@ -416,6 +447,10 @@ class QuorumSession:
         if out.tag == "protocol_error":
             _, fmt, args = out.result
             raise AmqpError("INTERNAL_ERROR", _format(fmt, args))
+        leader = q.client.leader
+        if leader is not None and leader != q.record.leader:
+            q.record = replace(q.record, leader=leader)
+            self.b.leader_changed(self.vhost, name, leader)
         return self._actions(name, out.actions)
 
     def close(self) -> None:

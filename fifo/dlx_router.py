@@ -11,9 +11,11 @@ the sessions with target queues.
 Publishing is asynchronous and confirmed: `publish` may return outcomes at
 once, and later outcomes arrive in the worker's mailbox as
 ``("$gen_cast", ("queue_event", queue, event))``, which the worker hands back to
-`handle_event`. Outcomes are actions ``("settled", queue, [correlation])``
-(confirmed) and ``("rejected", queue, [correlation])`` (nacked); other actions
-are ignored.
+`handle_event`; Ra events of the sessions with target queues arrive as
+``("ra_event", server, event)`` infos and are handed over whole, as
+``handle_event(server, ("ra_event", server, event))``. Outcomes are actions
+``("settled", queue, [correlation])`` (confirmed) and
+``("rejected", queue, [correlation])`` (nacked); other actions are ignored.
 """
 
 from __future__ import annotations

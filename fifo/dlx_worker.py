@@ -100,7 +100,13 @@ class _State:
 
 
 def record_death(reason: str, source_queue: Any, msg: Any) -> Any:
-    """Note on the message that it died in `source_queue` (newest death first)."""
+    """Note on the message that it died in `source_queue` (newest death first).
+
+    A container that keeps its own death history (``mc_record_death``, as the
+    channel's stored messages do) records it itself, with counts and times.
+    """
+    if hasattr(msg, "mc_record_death"):
+        return msg.mc_record_death(reason, source_queue, _now())
     deaths = mc.get_annotation("deaths", msg) or ()
     return mc.set_annotation("deaths", ((source_queue, reason), *deaths), msg)
 
@@ -245,6 +251,10 @@ class DlxWorker(gen_server.GenServer):
             case ("DOWN", ref, "process", _, _) if ref == st.monitor_ref:
                 # the local member is gone; the next leader starts its own worker
                 return ("stop", "normal", st)
+            case ("ra_event", from_, _evt):
+                # a target queue's Ra event (confirms of our publishes)
+                self._handle_actions(st.router.handle_event(from_, msg), st)
+                return ("noreply", st)
         log.info("dlx worker: unhandled info %r", msg)
         return ("noreply", st)
 

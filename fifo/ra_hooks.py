@@ -8,18 +8,44 @@ log records; the calls that belong to the broker's queue metadata (consumer
 metrics, decorators, deleting an expired queue) are recorded the same way until
 the broker package owns them. None of them may block: they run in the Ra
 server's process.
+
+``dead_letter_publish`` (at-most-once dead lettering) needs the node's exchanges
+and queues, which `fifo` does not know: the node installs a publisher for it
+(`set_dead_letter_publisher`, keyed by node name because several nodes may
+share one OS process). Without one, dead letters are dropped and counted as
+``disabled``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
+import actors
 from actors import trace
 
-__all__ = ["MODULES", "logger", "rabbit_global_counters", "rabbit_quorum_queue"]
+__all__ = [
+    "MODULES",
+    "logger",
+    "rabbit_global_counters",
+    "rabbit_quorum_queue",
+    "set_dead_letter_publisher",
+]
 
 log = logging.getLogger("warren.fifo")
+
+
+#: node name -> ``publish(exchange, routing_key, queue_resource, reason, msgs)``
+_PUBLISHERS: dict[str, Callable[..., None]] = {}
+
+
+def set_dead_letter_publisher(node_name: str, publisher: Callable[..., None] | None) -> None:
+    """Install (or with None remove) the node's at-most-once dead-letter publisher."""
+    if publisher is None:
+        _PUBLISHERS.pop(node_name, None)
+    else:
+        _PUBLISHERS[node_name] = publisher
 
 
 def _record(kind: str, fun: str, args: tuple[Any, ...]) -> None:
@@ -44,6 +70,21 @@ class _QuorumQueue:
 
     def spawn_deleter(self, *args: Any) -> None:
         _record("fifo_queue_hook", "spawn_deleter", args)
+
+    def dead_letter_publish(self, exchange: Any, routing_key: Any, queue_resource: Any,
+                            reason: str, msgs: list[Any]) -> None:
+        publisher = _PUBLISHERS.get(actors.node())
+        if publisher is None:
+            log.warning("no dead-letter publisher on %s: %d message(s) from %r dropped",
+                        actors.node(), len(msgs), queue_resource)
+            rabbit_global_counters.messages_dead_lettered(
+                reason, "rabbit_quorum_queue", "disabled", len(msgs))
+            return
+        try:
+            publisher(exchange, routing_key, queue_resource, reason, msgs)
+        except Exception:  # a publishing failure must not take the queue's leader down
+            log.exception("dead-lettering %d message(s) from %r failed", len(msgs),
+                          queue_resource)
 
 
 class _GlobalCounters:
