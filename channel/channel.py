@@ -460,7 +460,7 @@ class ChannelProcess:
         queues = [q for q in targets if self.session.exists(q)]
         message = Message(xname, m.routing_key, content, tuple(keys))
         if trace.enabled():
-            trace.emit("publish_received", channel=self.me, exchange=xname,
+            trace.emit("publish_in", channel=self.me, exchange=xname,
                        routing_key=m.routing_key, seqno=seqno, queues=queues)
         if self.tx is not None:
             assert seqno is not None
@@ -501,7 +501,7 @@ class ChannelProcess:
 
     def _settle(self, op: str, records: list[Pending]) -> None:
         if trace.enabled():
-            trace.emit("settle", channel=self.me, op=op, tags=[r.tag for r in records])
+            trace.emit("settle_in", channel=self.me, op=op, tags=[r.tag for r in records])
         groups: dict[tuple[str, str | int], list[Any]] = {}
         for r in records:
             groups.setdefault((r.queue, r.consumer_tag), []).append(r.msg_id)
@@ -619,7 +619,7 @@ class ChannelProcess:
             if action.ack_required:
                 self.unacked.add(Pending(dtag, tag, action.queue, d.msg_id))
             if trace.enabled():
-                trace.emit("deliver", channel=self.me, consumer_tag=tag, delivery_tag=dtag,
+                trace.emit("deliver_out", channel=self.me, consumer_tag=tag, delivery_tag=dtag,
                            queue=action.queue)
 
     def server_cancel(self, tag: str) -> None:
@@ -644,7 +644,7 @@ class ChannelProcess:
             cls = C.Basic.Ack if frame.ack else C.Basic.Nack
             self.write(Out.of(cls, delivery_tag=frame.tag, multiple=frame.multiple))
             if trace.enabled():
-                trace.emit("confirm_sent", channel=self.me, ack=frame.ack, tag=frame.tag,
+                trace.emit("confirm_out", channel=self.me, ack=frame.ack, tag=frame.tag,
                            multiple=frame.multiple)
 
 
