@@ -98,13 +98,22 @@ def form_or_join(peers: list[str], system: str = "default", timeout_s: float = 6
     """Make this node a member of the metadata cluster.
 
     Returns how: ``"formed"``, ``"member"`` (started by the seed),
-    ``"rejoined"`` or ``"joined"``. Runs in a warren process on the node.
+    ``"recovered"`` (restarted from this node's data dir), ``"rejoined"`` or
+    ``"joined"``. Runs in a warren process on the node.
     """
     from ra import api
+    from ra.system import registered_servers_local
 
     node = actors.get_node()
     me = node.name
     others = [p for p in peers if p != me]
+    if actors.whereis(CLUSTER_NAME) is None and CLUSTER_NAME in registered_servers_local(system):
+        # A restart on a data dir that holds a member: it comes back from its own log and
+        # finds the others by itself, as a RabbitMQ node restarts its metadata member.
+        result = api.restart_server(system, (CLUSTER_NAME, me))
+        if result == "ok":
+            return "recovered"
+        log.warning("metadata member not restarted: %r", result)
     deadline = node.clock.monotonic() + timeout_s
     while node.clock.monotonic() < deadline:
         if actors.whereis(CLUSTER_NAME) is not None and api.members(

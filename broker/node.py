@@ -110,7 +110,23 @@ class MetadataServer(ProjectionServer):
             broker.view.update(index, state)
         broker.formation = how
         log.info("metadata store: %s", how)
+        _recover_queue_members(broker)
         return ("ok", broker.view)
+
+
+def _recover_queue_members(broker: BrokerNode) -> None:
+    """As ``rabbit_quorum_queue:recover`` at boot: restart every queue member this node
+    has durable state for (a node without a data dir has none)."""
+    from ra import api
+    from ra.system import registered_servers_local
+
+    me = broker.node.name
+    for name in registered_servers_local(RA_SYSTEM):
+        if name == CLUSTER_NAME or actors.whereis(name) is not None:
+            continue
+        result = api.restart_server(RA_SYSTEM, (name, me))
+        if result != "ok":
+            log.warning("queue member %s not restarted: %r", name, result)
 
 
 class ListenerServer(GenServer):
@@ -212,8 +228,13 @@ class BrokerNode:
             settle_timeout=self.config.dead_letter_worker_publisher_confirm_timeout)
 
     def ra_config(self) -> dict[str, Any]:
-        """The Ra system config; where a disk-backed system gets its `data_dir`."""
-        return {"name": RA_SYSTEM}
+        """The Ra system config: durable in ``<data-dir>/ra`` when the node has a data dir
+        (WAL, segments, snapshots, term and vote survive a restart), else in memory."""
+        if self.config.data_dir is None:
+            return {"name": RA_SYSTEM}
+        from ra.system import disk_system_config
+
+        return disk_system_config(str(Path(self.config.data_dir) / "ra"), name=RA_SYSTEM)
 
     def children(self) -> list[dict[str, Any]]:
         data_dir = self.config.data_dir or "."

@@ -107,6 +107,10 @@ class DiskStore:
     def uid_of(self, name: str) -> str | None:
         return self._names.get(name)
 
+    def registered_names(self) -> list[str]:
+        """Every server this system has a config for (what a node restarts at boot)."""
+        return sorted(self._names)
+
     def config_for(self, name: str) -> dict[str, Any] | None:
         uid = self._names.get(name)
         if uid is None:

@@ -110,6 +110,10 @@ class MemoryDisk:
     def uid_of(self, name: str) -> str | None:
         return self.names.get(name)
 
+    def registered_names(self) -> list[str]:
+        """Every server this system has a config for (what a node restarts at boot)."""
+        return sorted(self.names)
+
     def open_log(self, uid: str, **log_args: Any) -> MemoryLog:
         """``ra_log:init``: snapshot, checkpoints and the written entries after them."""
         snap, ckpts = self.snapshots.get(uid, (None, []))

@@ -220,6 +220,12 @@ def restart_server_local(system: str, name: str, mutable: dict[str, Any] | None)
     return start_server_local(system, config, new=False)
 
 
+def registered_servers_local(system: str) -> list[str]:
+    """Names of the servers the system on this node has durable state for."""
+    handle = lookup(actors.get_node(), system)
+    return [] if handle is None else handle.disk.registered_names()
+
+
 def stop_server_local(system: str, name: str) -> Any:
     """Terminate the member's ``ra_server_sup``; idempotent."""
     handle = lookup(actors.get_node(), system)
