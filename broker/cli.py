@@ -6,6 +6,8 @@
         [--amqp-port P] [--data-dir D] [--peers a@h:p,b@h:p] [--config FILE]
         [--bare]                      (just the node and its links, as the demo uses)
     warren ctl --node N@H:P COMMAND   operate a running cluster (see broker.ctl)
+    warren scenario list | run NAME   a local cluster, a workload, faults, the verdict
+    warren analyze RUN_DIR            check a recorded run on Spark and write a report
 """
 
 from __future__ import annotations
@@ -124,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     start.set_defaults(func=_node_start)
 
     ctl.add_parser(sub)
+    from analysis import cli as analysis_cli
+    from harness import cli as harness_cli
+
+    harness_cli.add_parser(sub)
+    analysis_cli.add_parser(sub)
 
     try:
         args = parser.parse_args(argv)

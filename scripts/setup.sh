@@ -5,6 +5,15 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${WARREN_VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
+# The analysis pipeline runs on Spark, which needs a Java runtime (17 or 21).
+if ! command -v java >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -q && apt-get install -y -q default-jre-headless
+  else
+    echo "warren: java not found; Spark needs Java 17 or 21 (e.g. apt-get install default-jre-headless)" >&2
+    exit 1
+  fi
+fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi

@@ -1,0 +1,110 @@
+"""One analysis of one run: load, check, measure, write outputs, choose the exit code.
+
+Kept apart from the command line so tests (and the harness) can call it with a
+session they already hold. The exit code is `model.exit_code` of the
+verdicts; errors and bad input are mapped by the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from analysis import load, metrics, model, report, runner
+from analysis.load import History
+from analysis.model import Params
+
+TOP_VIOLATIONS = 20
+SUMMARY_SCHEMA = 1
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The verdict table as aligned text for the terminal."""
+    cols = ["check", "status", "examined", "violations", "sample", "note"]
+    cells = [[str(r[c]) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
+    sep = "-+-".join("-" * w for w in widths)
+    body = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join([line, sep, *body])
+
+
+def analyze_history(h: History, out: Path, params: Params | None = None,
+                    timings: dict[str, float] | None = None,
+                    only: list[str] | None = None) -> tuple[int, dict[str, Any]]:
+    """Checks (all, or `only` these), metrics and every output file for a loaded history."""
+    p = params or Params()
+    timings = dict(timings or {})
+    out.mkdir(parents=True, exist_ok=True)
+    result = runner.run_checks(h, p, only)
+    timings.update(result.timings_s)
+    start = time.perf_counter()
+    m = metrics.compute(h, p)
+    timings["metrics"] = round(time.perf_counter() - start, 3)
+    start = time.perf_counter()
+    verdict_rows = [v.row() for v in result.verdicts]
+    pq.write_table(pa.Table.from_pylist(verdict_rows), out / "verdicts.parquet")
+    top: dict[str, list[dict[str, Any]]] = {}
+    vdir = out / "violations"
+    for v in result.verdicts:
+        df = result.violations[v.check]
+        if v.violations:
+            df.coalesce(1).write.mode("overwrite").parquet(str(vdir / f"{v.check}.parquet"))
+            top[v.check] = [r.asDict() for r in
+                            df.orderBy("violation", "queue", "msg_id", "raft_index", "key")
+                            .limit(TOP_VIOLATIONS).collect()]
+        df.unpersist()
+    plots = report.plot_all(m, out, p.bucket_ns / 1e9)
+    spark = h.spark
+    summary: dict[str, Any] = {
+        "schema": SUMMARY_SCHEMA,
+        "run_id": h.meta.run_id,
+        "valid": result.valid,
+        "checks": {v.check: {"status": v.status, "examined": v.examined,
+                             "violations": v.violations, "sample": v.sample, "note": v.note,
+                             **v.counts, **_fractions(v)}
+                   for v in result.verdicts},
+        "metrics": m.summary,
+        "spark": {"master": spark.sparkContext.master, "version": spark.version,
+                  "app_id": spark.sparkContext.applicationId,
+                  "conf": {k: v for k, v in spark.sparkContext.getConf().getAll()
+                           if k.startswith("spark.sql.") or k in ("spark.driver.memory",)}},
+        "run": asdict(h.meta),
+        "params": asdict(p),
+        "timings_s": timings,
+    }
+    report.write_html(out / "report.html", summary, verdict_rows, top, plots)
+    timings["report"] = round(time.perf_counter() - start, 3)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    h.unpersist()
+    return model.exit_code(result.valid), summary
+
+
+def _fractions(v: runner.Verdict) -> dict[str, float]:
+    """Jepsen-style fractions of attempts for the total-queue counts."""
+    attempted = v.counts.get("attempted")
+    if not attempted:
+        return {}
+    keys = ("lost", "unexpected", "duplicated", "recovered_nacked", "recovered_indeterminate",
+            "settled_ok")
+    return {f"{k}_frac": round(v.counts.get(k, 0) / attempted, 6) for k in keys}
+
+
+def analyze_run(spark: SparkSession, run_dir: str | Path, out: str | Path | None = None,
+                params: Params | None = None,
+                only: list[str] | None = None) -> tuple[int, dict[str, Any]]:
+    """Load `<run_dir>/history` and analyse it into `out` (default `<run_dir>/analysis`)."""
+    start = time.perf_counter()
+    h = load.load(spark, run_dir)
+    timings = {"load": round(time.perf_counter() - start, 3)}
+    target = Path(out) if out else Path(run_dir) / "analysis"
+    return analyze_history(h, target, params, timings, only)
+
+

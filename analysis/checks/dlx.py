@@ -1,0 +1,47 @@
+"""At-least-once dead-lettering (spec 4.6): every message a source queue discards
+reaches its dead-letter target (an applied enqueue there, or a client delivery from
+it); a discard settled without arriving is lost, one not yet settled is pending."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from analysis import model
+from analysis.checks.common import CheckResult, count_rows, no_violations, total, vrows
+from analysis.load import History
+from analysis.model import Params
+
+CHECK = "dlx_at_least_once"
+
+
+def run(h: History, p: Params) -> CheckResult:
+    sources = {q: h.meta.queues[q].get("dlx_target") for q in h.meta.dlx_sources()}
+    if not sources or not h.has("replica_events"):
+        status, note = model.dlx_status({}, False, h.drained)
+        return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
+    spark = h.spark
+    targets = spark.createDataFrame(list(sources.items()), "queue string, target string")
+    rep = h["replica_events"]
+    discards = (rep.where(F.col("kind") == "dlx_discard").join(targets, "queue")
+                .groupBy("queue", "target", "msg_id").agg(F.min("ts_ns").alias("ts_ns")))
+    enq = (rep.where((F.col("kind") == "applied") & (F.col("cmd_type") == "enqueue"))
+           .groupBy(F.col("queue").alias("target"), "msg_id")
+           .agg(F.count_distinct("raft_index").alias("enqueues")))
+    delivered = (h["client_ops"].where(F.col("kind").isin("deliver", "get_ok"))
+                 .select(F.col("queue").alias("target"), "msg_id").distinct()
+                 .withColumn("delivered", F.lit(True)))
+    settled = (rep.where(F.col("kind") == "dlx_settled").select("queue", "msg_id").distinct()
+               .withColumn("settled", F.lit(True)))
+    d = (discards.join(enq, ["target", "msg_id"], "left")
+         .join(delivered, ["target", "msg_id"], "left")
+         .join(settled, ["queue", "msg_id"], "left"))
+    arrived = F.col("enqueues").isNotNull() | F.col("delivered").isNotNull()
+    kind = F.when(F.col("settled").isNotNull(), "dlx_lost").otherwise("dlx_pending")
+    violations = vrows(d.where(~arrived), CHECK, kind, queue=F.col("queue"),
+                       msg_id=F.col("msg_id"), key=F.col("target"), ts_ns=F.col("ts_ns"))
+    counts = count_rows(d, discards=F.count("*"),
+                        dlx_lost=total(~arrived & F.col("settled").isNotNull()),
+                        dlx_pending=total(~arrived & F.col("settled").isNull()),
+                        dlx_duplicates=total(F.col("enqueues") > 1))
+    status, note = model.dlx_status(counts, True, h.drained)
+    return CheckResult(CHECK, status, counts["discards"], violations, counts, note)

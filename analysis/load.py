@@ -1,0 +1,140 @@
+"""Load a run's Parquet history into Spark, refusing files of an unknown schema.
+
+Every table is read with its declared schema (a missing table becomes an empty
+DataFrame of that schema), so the checks never depend on schema inference and a run
+that lacks, say, replica events still runs every client-side check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from analysis import model, schema
+
+
+class BadInput(Exception):
+    """The history cannot be analysed as given (missing, or of an unknown schema)."""
+
+
+@dataclass
+class History:
+    """One run's tables as DataFrames plus what the driver needs to know up front."""
+
+    spark: SparkSession
+    tables: dict[str, DataFrame]
+    meta: model.RunConfig = field(default_factory=model.RunConfig)
+
+    derived: dict[str, DataFrame] = field(default_factory=dict)
+
+    def __getitem__(self, table: str) -> DataFrame:
+        return self.tables[table]
+
+    def cached(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
+        """A derived frame shared by several checks, computed once and kept cached."""
+        if name not in self.derived:
+            self.derived[name] = build().cache()
+        return self.derived[name]
+
+    def unpersist(self) -> None:
+        """Drop derived frames and cached tables once the analysis is done."""
+        for df in [*self.derived.values(), *self.tables.values()]:
+            df.unpersist()
+        self.derived.clear()
+
+    def has(self, table: str) -> bool:
+        return table in self._present
+
+    @cached_property
+    def _present(self) -> set[str]:
+        return {t for t, df in self.tables.items() if not df.isEmpty()}
+
+    @cached_property
+    def run_end_ns(self) -> int:
+        maxima = [self.tables[t].agg(F.max("ts_ns").alias("m")) for t in sorted(self._present)]
+        if not maxima:
+            return 0
+        union = maxima[0]
+        for df in maxima[1:]:
+            union = union.unionByName(df)
+        return int(union.agg(F.max("m")).first()[0] or 0)
+
+    @cached_property
+    def drained(self) -> bool:
+        ops = self.tables["client_ops"]
+        return not ops.where((F.col("kind") == "drain_end") & (F.col("outcome") == "ok")).isEmpty()
+
+    @cached_property
+    def windows(self) -> list[model.FaultWindow]:
+        rows = [r.asDict() for r in self.tables["nemesis_events"]
+                .select("kind", "fault", "ts_ns", "emitter", "seq").collect()]
+        return model.fault_windows(rows, self.run_end_ns)
+
+
+def spark_schema(table: str) -> Any:
+    return from_arrow_schema(schema.schema_of(table))
+
+
+def empty(spark: SparkSession, table: str) -> DataFrame:
+    return spark.createDataFrame([], spark_schema(table))
+
+
+def from_arrow(spark: SparkSession, tables: dict[str, pa.Table]) -> History:
+    """A History from in-memory Arrow tables (tests, synthetic runs)."""
+    dfs = {}
+    for t in schema.TABLES:
+        if t in tables and tables[t].num_rows:
+            dfs[t] = spark.createDataFrame(tables[t].cast(schema.schema_of(t)))
+        else:
+            dfs[t] = empty(spark, t)
+    return History(spark, dfs, _meta(tables.get("run_meta")))
+
+
+def _meta(table: pa.Table | None) -> model.RunConfig:
+    rows = table.to_pylist() if table is not None else []
+    return model.RunConfig.from_row(rows[0] if rows else None)
+
+
+def validate(history_dir: Path) -> list[Path]:
+    """Every Parquet file of the dataset, after checking its schema version."""
+    if not history_dir.is_dir():
+        raise BadInput(f"no history at {history_dir} (run `warren analyze` on a run directory "
+                       "whose raw segments were compacted)")
+    files = sorted(history_dir.rglob("*.parquet"))
+    if not files:
+        raise BadInput(f"{history_dir} holds no Parquet files")
+    for f in files:
+        try:
+            schema.check_version(pq.read_schema(f).metadata)
+        except (ValueError, pa.ArrowInvalid) as exc:
+            raise BadInput(f"{f}: {exc}") from exc
+    return files
+
+
+def load(spark: SparkSession, run_dir: str | Path) -> History:
+    """Read `<run_dir>/history` (local paths; see docs for cluster storage)."""
+    history_dir = Path(run_dir) / "history"
+    validate(history_dir)
+    dfs: dict[str, DataFrame] = {}
+    meta_table: pa.Table | None = None
+    for t in schema.TABLES:
+        path = history_dir / t
+        if path.is_dir():
+            # cached: every check scans the same few tables several times
+            dfs[t] = (spark.read.schema(spark_schema(t)).option("basePath", str(path))
+                      .parquet(str(path))).cache()
+            if t == "run_meta":
+                meta_table = ds.dataset(path, partitioning="hive").to_table()
+        else:
+            dfs[t] = empty(spark, t)
+    return History(spark, dfs, _meta(meta_table))

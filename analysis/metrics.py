@@ -1,0 +1,210 @@
+"""Performance metrics (spec 4.8, 4.5, 4.7): throughput, latency percentiles inside and
+outside fault windows, flow, supervision and CPU series.
+
+Everything is aggregated in Spark and only bounded results reach the driver: per-second
+counts, log-bucketed latency histograms (`model.log_bucket`, so percentiles are exact
+per bucket and equal to the reference's), and a sample of at most `RAW_POINTS` raw
+latencies for the scatter plot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from analysis import model
+from analysis.checks.common import ORDER, deliveries
+from analysis.checks.flow import blocked_intervals
+from analysis.load import History
+from analysis.model import Params
+
+RAW_POINTS = 100_000
+OPS = ("publish", "confirm", "deliver", "ack")
+SERIES = ("publish_confirm", "publish_deliver", "end_to_end", "deliver_ack")
+
+
+@dataclass
+class Metrics:
+    t0_ns: int
+    rate: dict[str, dict[int, int]] = field(default_factory=dict)  # op -> second -> count
+    hist: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
+    hist_by_second: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
+    max_ns: dict[tuple[str, str], int] = field(default_factory=dict)
+    raw: list[tuple[str, float, float]] = field(default_factory=list)  # series, s, ms
+    blocked: list[tuple[str, float, float, bool]] = field(default_factory=list)
+    cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    restarts: list[dict[str, Any]] = field(default_factory=list)
+    leader_changes: list[tuple[str, float]] = field(default_factory=list)
+    windows: list[model.FaultWindow] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def fault_label(windows: list[model.FaultWindow], ts: Column) -> Column:
+    """`outside`, or the fault type of the first window containing `ts`."""
+    label: Column = F.lit("outside")
+    for w in reversed(windows):
+        label = F.when((ts >= w.start_ns) & (ts <= w.stop_ns), F.lit(w.fault)).otherwise(label)
+    return label
+
+
+def latency_samples(h: History, p: Params) -> DataFrame:
+    """(series, start_ns, latency_ns) for every measured latency."""
+    ops = h["client_ops"]
+    pub = (ops.where(F.col("kind") == "publish").groupBy("msg_id")
+           .agg(F.min("ts_ns").alias("pub_ts")))
+    conf = (ops.where(F.col("kind") == "confirm").groupBy("msg_id")
+            .agg(F.min("ts_ns").alias("conf_ts")))
+    d = deliveries(h, p)
+    firsts = d.groupBy("msg_id").agg(F.min("ts_ns").alias("del_ts"), F.min("ok_ts").alias("ok_ts"))
+    per_msg = pub.join(conf, "msg_id", "left").join(firsts, "msg_id", "left")
+    parts = [
+        per_msg.select(F.lit("publish_confirm").alias("series"), F.col("pub_ts").alias("start"),
+                       (F.col("conf_ts") - F.col("pub_ts")).alias("lat")),
+        per_msg.select(F.lit("publish_deliver").alias("series"), F.col("pub_ts").alias("start"),
+                       (F.col("del_ts") - F.col("pub_ts")).alias("lat")),
+        per_msg.select(F.lit("end_to_end").alias("series"), F.col("pub_ts").alias("start"),
+                       (F.col("ok_ts") - F.col("pub_ts")).alias("lat")),
+        d.select(F.lit("deliver_ack").alias("series"), F.col("ts_ns").alias("start"),
+                 (F.col("ok_ts") - F.col("ts_ns")).alias("lat")),
+    ]
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out.where(F.col("lat").isNotNull() & (F.col("lat") >= 0))
+
+
+def log_bucket_col(lat: Column) -> Column:
+    return F.floor(F.log(F.greatest(lat, F.lit(1)).cast("double")) / F.lit(model.LOG_BASE)) \
+        .cast("long")
+
+
+def merge(hists: list[dict[int, int]]) -> dict[int, int]:
+    out: dict[int, int] = defaultdict(int)
+    for hist in hists:
+        for b, n in hist.items():
+            out[b] += n
+    return dict(out)
+
+
+def compute(h: History, p: Params) -> Metrics:
+    ops = h["client_ops"]
+    t0 = int(ops.agg(F.min("ts_ns")).first()[0] or 0) if h.has("client_ops") else 0
+    m = Metrics(t0_ns=t0, windows=h.windows)
+    sec = F.floor((F.col("ts_ns") - F.lit(t0)) / F.lit(p.bucket_ns)).cast("long")
+    for r in (ops.where(F.col("kind").isin(*OPS)).groupBy("kind", sec.alias("s")).count()
+              .collect()):
+        m.rate.setdefault(r["kind"], {})[int(r["s"])] = int(r["count"])
+    lat = latency_samples(h, p).withColumn("label", fault_label(h.windows, F.col("start"))) \
+        .withColumn("b", log_bucket_col(F.col("lat"))).cache()
+    for r in lat.groupBy("series", "label", "b").count().collect():
+        m.hist.setdefault((r["series"], r["label"]), {})[int(r["b"])] = int(r["count"])
+    for r in lat.groupBy("series", "label").agg(F.max("lat").alias("mx")).collect():
+        m.max_ns[(r["series"], r["label"])] = int(r["mx"])
+    start_sec = F.floor((F.col("start") - F.lit(t0)) / F.lit(p.bucket_ns)).cast("long")
+    for r in (lat.where(F.col("series") == "end_to_end")
+              .groupBy("series", start_sec.alias("s"), "b").count().collect()):
+        m.hist_by_second.setdefault((r["series"], int(r["s"])), {})[int(r["b"])] = int(r["count"])
+    n = lat.count()
+    sample = lat if n <= RAW_POINTS else lat.sample(fraction=RAW_POINTS / n, seed=7)
+    m.raw = [(r["series"], (r["start"] - t0) / 1e9, r["lat"] / 1e6)
+             for r in sample.select("series", "start", "lat").limit(RAW_POINTS).collect()]
+    lat.unpersist()
+    if h.has("flow_events"):
+        m.blocked = [(r["entity"], (r["start_ns"] - t0) / 1e9, (r["stop_ns"] - t0) / 1e9,
+                      bool(r["open"])) for r in blocked_intervals(h).collect()]
+    if h.has("samples"):
+        w = Window.partitionBy("node", "emitter").orderBy(*ORDER)
+        cpu = F.col("cpu_user_s") + F.col("cpu_sys_s")
+        dt = (F.col("ts_ns") - F.lag("ts_ns").over(w)) / F.lit(1e9)
+        util = F.when(dt > 0, (cpu - F.lag(cpu).over(w)) / dt)
+        for r in (h["samples"].select("node", "ts_ns", util.alias("u"))
+                  .where(F.col("u").isNotNull()).orderBy("ts_ns").collect()):
+            m.cpu.setdefault(r["node"], []).append(((r["ts_ns"] - t0) / 1e9, float(r["u"])))
+    if h.has("supervision_events"):
+        m.restarts = [r.asDict() for r in h["supervision_events"]
+                      .where(F.col("kind").isin("crashed", "restarted", "intensity_exceeded"))
+                      .groupBy("actor_class", "kind", "reason").count().collect()]
+    if h.has("replica_events"):
+        m.leader_changes = [(r["queue"], (r["ts_ns"] - t0) / 1e9) for r in h["replica_events"]
+                            .where(F.col("kind") == "leader_elected")
+                            .select("queue", "ts_ns").collect()]
+    m.summary = summarize(m, p)
+    return m
+
+
+def _quantile(values: list[int], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return float(ordered[max(0, math.ceil(q * len(ordered)) - 1)])
+
+
+def summarize(m: Metrics, p: Params) -> dict[str, Any]:
+    """The metrics part of summary.json (plain numbers, milliseconds and per-second)."""
+    bucket_s = p.bucket_ns / 1e9
+
+    def inside(s: int) -> bool:
+        lo = m.t0_ns + s * p.bucket_ns
+        hi = lo + p.bucket_ns
+        return any(w.start_ns < hi and lo <= w.stop_ns for w in m.windows)
+
+    confirms = m.rate.get("confirm", {})
+    last = max((s for series in m.rate.values() for s in series), default=-1)
+    per_sec = [confirms.get(s, 0) for s in range(last + 1)]
+    outside = [n for s, n in enumerate(per_sec) if not inside(s)]
+    latency: dict[str, Any] = {}
+    for series in SERIES:
+        labels = sorted({lab for (s, lab) in m.hist if s == series})
+        if not labels:
+            continue
+        entry: dict[str, Any] = {}
+        overall = merge([m.hist[(series, lab)] for lab in labels])
+        entry["overall"] = {**model.percentiles(overall), "count": sum(overall.values()),
+                            "max": max(m.max_ns[(series, lab)] for lab in labels) / 1e6}
+        faults = [lab for lab in labels if lab != "outside"]
+        if "outside" in labels:
+            entry["outside_faults"] = model.percentiles(m.hist[(series, "outside")])
+        if faults:
+            entry["inside_faults"] = model.percentiles(merge([m.hist[(series, f)]
+                                                              for f in faults]))
+            entry["per_fault"] = {f: model.percentiles(m.hist[(series, f)]) for f in faults}
+        latency[series] = entry
+    availability = []
+    pre_median = _quantile(outside, 0.5)
+    for w in m.windows:
+        s0 = (w.start_ns - m.t0_ns) // p.bucket_ns
+        s1 = (w.stop_ns - m.t0_ns) // p.bucket_ns
+        zero = sum(1 for s in range(max(0, s0), min(last, s1) + 1) if confirms.get(s, 0) == 0)
+        recovery = next((s - s1 for s in range(s1 + 1, last + 1)
+                         if confirms.get(s, 0) >= 0.8 * pre_median), None)
+        availability.append({"fault": w.fault, "zero_confirm_seconds": zero * bucket_s,
+                             "recovery_s": None if recovery is None else recovery * bucket_s})
+    flow: dict[str, Any] = {}
+    for entity, start, stop, open_ in m.blocked:
+        e = flow.setdefault(entity, {"intervals": 0, "blocked_s": 0.0, "max_s": 0.0,
+                                     "open_at_end": False})
+        e["intervals"] += 1
+        e["blocked_s"] += stop - start
+        e["max_s"] = max(e["max_s"], stop - start)
+        e["open_at_end"] = e["open_at_end"] or open_
+    return {
+        "throughput": {
+            "bucket_s": bucket_s,
+            "totals": {op: sum(v.values()) for op, v in m.rate.items()},
+            "confirms_per_s_outside_faults": {"median": _quantile(outside, 0.5),
+                                              "p5": _quantile(outside, 0.05)},
+        },
+        "latency_ms": latency,
+        "availability": availability,
+        "flow": flow,
+        "supervision": m.restarts,
+        "leader_changes": len(m.leader_changes),
+        "faults": [{"fault": w.fault, "start_s": (w.start_ns - m.t0_ns) / 1e9,
+                    "stop_s": (w.stop_ns - m.t0_ns) / 1e9, "closed_at_end": w.closed_at_end}
+                   for w in m.windows],
+    }

@@ -1,0 +1,187 @@
+"""Definitions shared by the Spark checks and the reference checker.
+
+Both implementations compute the same counts and violation rows; everything that is
+decided from those (verdict status, fault windows, percentiles from log-bucketed
+histograms) lives here once, in plain Python, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+PASS, FAIL, UNKNOWN, SKIPPED = "pass", "fail", "unknown", "skipped"
+EXIT_PASS, EXIT_FAIL, EXIT_UNKNOWN, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2, 3, 4
+NS = 1_000_000_000
+LOG_BASE = math.log(1.01)
+PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99, 0.999)
+
+VIOLATION_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("check", pa.string()),
+    ("violation", pa.string()),
+    ("queue", pa.string()),
+    ("msg_id", pa.int64()),
+    ("other_id", pa.int64()),
+    ("key", pa.string()),
+    ("raft_index", pa.int64()),
+    ("ts_ns", pa.int64()),
+    ("detail", pa.string()),
+]
+VIOLATION_SCHEMA = pa.schema([pa.field(n, t) for n, t in VIOLATION_FIELDS])
+VIOLATION_COLUMNS = [n for n, _ in VIOLATION_FIELDS]
+Violation = tuple[Any, ...]  # in VIOLATION_COLUMNS order
+
+CHECKS: tuple[str, ...] = (
+    "total_queue", "ordering_channel_fifo", "ordering_consumer_monotonic", "ordering_sac_fifo",
+    "replica_determinism", "local_delivery", "dlx_at_least_once", "flow_not_stuck",
+    "supervision_liveness",
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    """Tunables of the checks (seconds in the CLI, nanoseconds here)."""
+
+    ack_grace_ns: int = 5 * NS
+    flow_grace_ns: int = 30 * NS
+    bucket_ns: int = NS
+
+
+@dataclass
+class RunConfig:
+    """The `run_meta` row, parsed; defaults describe a run without metadata."""
+
+    run_id: str = ""
+    workload: str = ""
+    drain_expected: bool = False
+    state_digest_every: int = 1
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any] | None) -> RunConfig:
+        if not row:
+            return cls()
+        return cls(
+            run_id=row.get("run_id") or "",
+            workload=row.get("workload") or "",
+            drain_expected=bool(row.get("drain_expected")),
+            state_digest_every=int(row.get("state_digest_every") or 1),
+            queues=json.loads(row.get("queues_json") or "{}"),
+            config=json.loads(row.get("config_json") or "{}"),
+        )
+
+    def dlx_sources(self) -> list[str]:
+        """Queues that dead-letter at least once (their target is combined with them)."""
+        return sorted(q for q, c in self.queues.items()
+                      if c.get("dlx_strategy") == "at-least-once")
+
+    def dlx_queues(self) -> list[str]:
+        """Queues with any dead-letter target: a drop there may reappear elsewhere."""
+        return sorted(q for q, c in self.queues.items() if c.get("dlx_target"))
+
+    def sac_fifo_queues(self) -> list[str]:
+        """Single-active-consumer queues consumed with prefetch 1 (strict FIFO applies)."""
+        return sorted(q for q, c in self.queues.items()
+                      if c.get("sac") and int(c.get("prefetch") or 0) == 1)
+
+
+@dataclass(frozen=True)
+class FaultWindow:
+    fault: str
+    start_ns: int
+    stop_ns: int
+    closed_at_end: bool
+
+
+def fault_windows(rows: list[dict[str, Any]], run_end_ns: int) -> list[FaultWindow]:
+    """Pair each nemesis `start` with the next `stop` of the same fault type."""
+    open_: dict[str, list[int]] = {}
+    out: list[FaultWindow] = []
+    for r in sorted(rows, key=lambda r: (r["ts_ns"], r.get("emitter") or "", r.get("seq") or 0)):
+        fault = r.get("fault") or "?"
+        if r["kind"] == "start":
+            open_.setdefault(fault, []).append(r["ts_ns"])
+        elif r["kind"] == "stop" and open_.get(fault):
+            out.append(FaultWindow(fault, open_[fault].pop(0), r["ts_ns"], False))
+    for fault, starts in open_.items():
+        out.extend(FaultWindow(fault, s, max(s, run_end_ns), True) for s in starts)
+    return sorted(out, key=lambda w: (w.start_ns, w.fault))
+
+
+def last_fault_stop(windows: list[FaultWindow]) -> int | None:
+    return max((w.stop_ns for w in windows), default=None)
+
+
+def log_bucket(latency_ns: int) -> int:
+    """Histogram bucket of a latency: floor(ln(ns) / ln(1.01)), <= 1% relative error."""
+    return math.floor(math.log(max(latency_ns, 1)) / LOG_BASE)
+
+
+def bucket_value_ms(bucket: int) -> float:
+    """Lower bound of a bucket in milliseconds."""
+    return math.exp(bucket * LOG_BASE) / 1e6
+
+
+def percentiles(hist: dict[int, int], qs: tuple[float, ...] = PERCENTILES) -> dict[str, float]:
+    """Percentiles read from cumulative bucket counts: the first bucket reaching q*n."""
+    total = sum(hist.values())
+    out: dict[str, float] = {}
+    if total == 0:
+        return out
+    buckets = sorted(hist)
+    for q in qs:
+        rank = max(1, math.ceil(q * total))
+        seen = 0
+        for b in buckets:
+            seen += hist[b]
+            if seen >= rank:
+                out[f"p{q * 100:g}"] = round(bucket_value_ms(b), 6)
+                break
+    return out
+
+
+# -- verdicts -----------------------------------------------------------------------
+
+def total_queue_status(counts: dict[str, int], drained: bool, drain_expected: bool) -> tuple[
+        str, str]:
+    """Jepsen's total-queue verdict: lost only counts once the queue was drained."""
+    hard = counts.get("unexpected", 0) + counts.get("duplicated_beyond_redelivery", 0)
+    if hard or (drained and counts.get("lost", 0)):
+        return FAIL, ""
+    if not drained:
+        if drain_expected:
+            return UNKNOWN, "no completed drain: lost messages cannot be decided"
+        return PASS, "workload has no drain: lost not checked"
+    return PASS, ""
+
+
+def simple_status(n_violations: int, applicable: bool, why_skipped: str = "") -> tuple[str, str]:
+    if not applicable:
+        return SKIPPED, why_skipped
+    return (FAIL if n_violations else PASS), ""
+
+
+def dlx_status(counts: dict[str, int], applicable: bool, drained: bool) -> tuple[str, str]:
+    if not applicable:
+        return SKIPPED, "no at-least-once dead-lettering configured"
+    if counts.get("dlx_lost", 0):
+        return FAIL, ""
+    if counts.get("dlx_pending", 0):
+        if drained:
+            return FAIL, "messages still in the discard backlog after drain"
+        return UNKNOWN, "messages in the discard backlog and no completed drain"
+    return PASS, ""
+
+
+def exit_code(valid: bool | str) -> int:
+    """0 when every check passed, 1 when any failed, 2 when none failed but some unknown."""
+    if valid is True:
+        return EXIT_PASS
+    if valid is False:
+        return EXIT_FAIL
+    return EXIT_UNKNOWN

@@ -1,0 +1,89 @@
+"""`warren scenario`: list the scenarios, or run one end to end.
+
+    warren scenario list
+    warren scenario run NAME [--run-dir D] [--nodes N] [--duration S] [--seed K]
+                             [--backend quorum|memory] [--no-analyze]
+
+The exit status of `run` is the runner's (see `harness.runner`): 0 when the
+analysis agrees with what the scenario expects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "main"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `scenario` on the `warren` command's subparsers."""
+    p = subparsers.add_parser("scenario", help="run fault-injection scenarios on a local cluster",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="scenario_command", required=True)
+    sub.add_parser("list", help="the scenarios and what they do").set_defaults(func=_list)
+    run = sub.add_parser("run", help="run one scenario and analyse it")
+    run.add_argument("name")
+    run.add_argument("--run-dir", default=None, help="default: a new temporary directory")
+    run.add_argument("--nodes", type=int, default=None, help="cluster size")
+    run.add_argument("--duration", type=float, default=None,
+                     help="workload seconds (fault times scale with it)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the nemesis's choices")
+    run.add_argument("--backend", default="quorum", help="node queue backend (default quorum)")
+    run.add_argument("--no-analyze", dest="analyze", action="store_false",
+                     help="record and compact only")
+    run.set_defaults(func=_run)
+    return p
+
+
+def _list(_args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.scenarios import SCENARIOS
+
+    table = Table(title="warren scenarios")
+    table.add_column("name", no_wrap=True)
+    for col in ("nodes", "seconds", "faults", "description"):
+        table.add_column(col)
+    for s in SCENARIOS.values():
+        faults = ", ".join(sorted({f.fault for f in s.faults})) or "-"
+        table.add_row(s.name, str(s.nodes), f"{s.duration_s:g}", faults, s.description)
+    Console().print(table)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from harness.runner import run_scenario
+    from harness.scenarios import SCENARIOS
+
+    scenario = SCENARIOS.get(args.name)
+    if scenario is None:
+        print(f"unknown scenario {args.name!r}; known: {', '.join(SCENARIOS)}",
+              file=sys.stderr)
+        return 64
+    scenario = scenario.scaled(args.duration, args.nodes)
+    errors = scenario.validate()
+    if errors:
+        print("invalid scenario: " + "; ".join(errors), file=sys.stderr)
+        return 64
+    result = run_scenario(scenario, args.run_dir, seed=args.seed, analyze=args.analyze,
+                          backend=args.backend)
+    return result.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (`python -m harness.cli scenario ...`)."""
+    parser = argparse.ArgumentParser(prog="warren")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return 64 if exc.code not in (0, None) else 0
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

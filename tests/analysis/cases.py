@@ -1,0 +1,354 @@
+"""Tiny hand-written histories, one per legal corner or violation kind.
+
+A case builds its rows through `Builder`, which namespaces every queue, connection and
+message id, so all cases can also be merged into one history and checked by Spark in a
+single pass. Each case returns the violation rows it expects (exactly) and the status
+it expects from the checks it is about.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from analysis.model import Violation
+
+Row = dict[str, Any]
+MS = 1_000_000
+
+
+class Builder:
+    def __init__(self, prefix: str = "", msg_base: int = 0) -> None:
+        self.p = prefix
+        self.base = msg_base
+        self.t = 1_000 * MS
+        self.rows: dict[str, list[Row]] = defaultdict(list)
+        self.seq: dict[str, int] = defaultdict(int)
+        self.queues: dict[str, dict[str, Any]] = {}
+        self.tags: dict[tuple[str, int], int] = defaultdict(int)
+
+    # names
+    def q(self, name: str) -> str:
+        return self.p + name
+
+    def m(self, i: int) -> int:
+        return self.base + i
+
+    def conn(self, name: str) -> str:
+        return self.p + name
+
+    def ckey(self, conn: str, ch: int = 1, tag: str = "t") -> str:
+        return f"{self.conn(conn)}/{ch}/{tag}"
+
+    def v(self, check: str, violation: str, queue: str | None = None, msg: int | None = None,
+          other: int | None = None, key: str | None = None, raft_index: int | None = None,
+          ts_ns: int | None = None, detail: str | None = None) -> Violation:
+        return (check, violation, None if queue is None else self.q(queue),
+                None if msg is None else self.m(msg), None if other is None else self.m(other),
+                key, raft_index, ts_ns, detail)
+
+    # rows
+    def _emit(self, table: str, emitter: str, kind: str, node: str, **f: Any) -> Row:
+        self.t += MS
+        row = {"run_id": "cases", "node": node, "emitter": emitter, "seq": self.seq[emitter],
+               "ts_ns": self.t, "wall_ns": self.t, "kind": kind, **f}
+        self.seq[emitter] += 1
+        self.rows[table].append(row)
+        return row
+
+    def config(self, queue: str, **cfg: Any) -> None:
+        if "dlx_target" in cfg:
+            cfg["dlx_target"] = self.q(cfg["dlx_target"])
+        self.queues[self.q(queue)] = cfg
+
+    def op(self, kind: str, conn: str | None = None, ch: int | None = 1, **f: Any) -> Row:
+        for k in ("queue",):
+            if f.get(k) is not None:
+                f[k] = self.q(f[k])
+        if f.get("msg_id") is not None:
+            f["msg_id"] = self.m(f["msg_id"])
+        c = self.conn(conn) if conn else None
+        return self._emit("client_ops", f"{self.p}client/{conn}", kind, "client", conn_id=c,
+                          channel_id=ch if conn else None, **f)
+
+    def open(self, conn: str, ch: int = 1) -> None:
+        self.op("channel_open", conn, ch)
+        self.tags[(conn, ch)] = 0
+
+    def publish(self, queue: str, m: int, conn: str = "p", ch: int = 1, seq: int | None = None,
+                confirm: str | None = "confirm", digest: int | None = None) -> None:
+        seq = m if seq is None else seq
+        pub_chan = f"{self.conn(conn)}/{ch}"
+        self.op("publish", conn, ch, queue=queue, msg_id=m, pub_seq=seq, pub_chan=pub_chan,
+                body_digest=m if digest is None else digest)
+        if confirm:
+            self.op(confirm, conn, ch, queue=queue, msg_id=m, pub_seq=seq)
+
+    def deliver(self, queue: str, m: int, conn: str = "c", ch: int = 1, tag: str = "t",
+                redelivered: bool = False, count: int | None = None, pub: str = "p",
+                seq: int | None = None, digest: int | None = None, kind: str = "deliver",
+                dtag: int | None = None) -> int:
+        self.tags[(conn, ch)] += 1
+        dtag = self.tags[(conn, ch)] if dtag is None else dtag
+        self.op(kind, conn, ch, queue=queue, msg_id=m, consumer_tag=tag, delivery_tag=dtag,
+                redelivered=redelivered, delivery_count=count, pub_chan=f"{self.conn(pub)}/1",
+                pub_seq=m if seq is None else seq, body_digest=m if digest is None else digest)
+        return dtag
+
+    def settle(self, kind: str, queue: str, m: int, dtag: int, conn: str = "c", ch: int = 1,
+               requeue: bool | None = None) -> None:
+        self.op(kind, conn, ch, queue=queue, msg_id=m, delivery_tag=dtag, requeue=requeue)
+
+    def close(self, conn: str, ch: int = 1, error: str | None = None) -> None:
+        self.op("channel_close", conn, ch, error=error)
+
+    def drain(self) -> None:
+        self.op("drain_end", None, None, outcome="ok")
+
+    def rep(self, kind: str, queue: str, node: str, **f: Any) -> Row:
+        if f.get("msg_id") is not None:
+            f["msg_id"] = self.m(f["msg_id"])
+        q = self.q(queue)
+        return self._emit("replica_events", f"{node}/ra/{q}", kind, node, queue=q,
+                          server=f"{q}@{node}", **f)
+
+    def applied(self, queue: str, idx: int, cmd: str = "enqueue", m: int | None = None,
+                nodes: tuple[str, ...] = ("n1", "n2", "n3"), term: int = 1,
+                digest: int | None = None, state: int | None = None) -> None:
+        for n in nodes:
+            self.rep("applied", queue, n, raft_index=idx, raft_term=term, cmd_type=cmd,
+                     msg_id=m, cmd_digest=idx if digest is None else digest,
+                     state_digest=idx if state is None else state)
+
+    def tables(self) -> dict[str, list[Row]]:
+        out = dict(self.rows)
+        out["run_meta"] = [{"run_id": "cases", "node": "harness", "emitter": "harness",
+                            "seq": 0, "ts_ns": 0, "wall_ns": 0, "kind": "run_meta",
+                            "queues_json": json.dumps(self.queues), "drain_expected": True,
+                            "workload": "total_queue", "state_digest_every": 1}]
+        return out
+
+
+Case = Callable[[Builder], tuple[list[Violation], dict[str, str]]]
+CASES: dict[str, Case] = {}
+
+
+def case(fn: Case) -> Case:
+    CASES[fn.__name__] = fn
+    return fn
+
+
+TQ = "total_queue"
+
+
+@case
+def redelivery_after_requeue_is_legal(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.open("p"), b.open("c")
+    b.publish("q", 1)
+    t1 = b.deliver("q", 1)
+    b.settle("nack", "q", 1, t1, requeue=True)
+    t2 = b.deliver("q", 1, redelivered=True, count=1)
+    b.settle("ack", "q", 1, t2)
+    b.drain()
+    return [], {TQ: "pass", "ordering_channel_fifo": "pass"}
+
+
+@case
+def ack_lost_in_channel_close_is_legal(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.open("p"), b.open("c")
+    b.publish("q", 1)
+    t1 = b.deliver("q", 1)
+    b.settle("ack", "q", 1, t1)
+    b.close("c", error="connection_forced")
+    b.open("c")  # the same channel number, a new epoch: tags restart
+    t2 = b.deliver("q", 1, redelivered=True, count=1)
+    b.settle("ack", "q", 1, t2)
+    b.drain()
+    return [], {TQ: "pass"}
+
+
+@case
+def lost_messages_are_split_by_whether_delivered(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.open("p"), b.open("c")
+    b.publish("q", 1)
+    b.publish("q", 2)
+    b.deliver("q", 2)  # never acked, channel still open at the end
+    b.publish("q", 3, confirm="pub_timeout")  # indeterminate: may be lost
+    b.drain()
+    return [b.v(TQ, "lost_never_delivered", "q", 1),
+            b.v(TQ, "lost_delivered_never_acked", "q", 2)], {TQ: "fail"}
+
+
+@case
+def unexpected_and_corrupted_deliveries(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.open("p"), b.open("c")
+    b.publish("q", 1)
+    t = b.deliver("q", 1, digest=77)
+    b.settle("ack", "q", 1, t)
+    t = b.deliver("q", 9)
+    b.settle("ack", "q", 9, t)
+    b.drain()
+    key = f"{b.conn('c')}/1"
+    rows = b.rows["client_ops"]
+    ts = [r["ts_ns"] for r in rows if r["kind"] == "deliver"]
+    return [b.v(TQ, "unexpected_body", "q", 1, key=key, ts_ns=ts[0]),
+            b.v(TQ, "unexpected", "q", 9, key=key, ts_ns=ts[1])], {TQ: "fail"}
+
+
+@case
+def duplicate_beyond_redelivery(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.open("p"), b.open("c")
+    b.publish("q", 1)
+    for _ in range(3):  # acked three times, never returned
+        t = b.deliver("q", 1, redelivered=True)
+        b.settle("ack", "q", 1, t)
+    b.drain()
+    return [b.v(TQ, "duplicated_beyond_redelivery", "q", 1, detail="2")], {TQ: "fail"}
+
+
+@case
+def dead_lettered_drop_explains_second_delivery(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.config("src", dlx_strategy="at-least-once", dlx_target="dlq")
+    b.open("p"), b.open("c")
+    b.publish("src", 1)
+    t = b.deliver("src", 1)
+    b.settle("reject", "src", 1, t, requeue=False)
+    b.applied("src", 1, "enqueue", 1)
+    b.rep("dlx_discard", "src", "n1", msg_id=1)
+    b.applied("dlq", 1, "enqueue", 1)
+    b.applied("dlq", 2, "enqueue", 1)  # dead-lettered twice: allowed
+    b.rep("dlx_settled", "src", "n1", msg_id=1)
+    t = b.deliver("dlq", 1)
+    b.settle("ack", "dlq", 1, t)
+    b.drain()
+    return [], {TQ: "pass", "dlx_at_least_once": "pass"}
+
+
+@case
+def dlx_lost_and_pending(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.config("src", dlx_strategy="at-least-once", dlx_target="dlq")
+    b.rep("dlx_discard", "src", "n1", msg_id=1)
+    b.rep("dlx_settled", "src", "n1", msg_id=1)
+    b.rep("dlx_discard", "src", "n1", msg_id=2)
+    ts = [r["ts_ns"] for r in b.rows["replica_events"] if r["kind"] == "dlx_discard"]
+    b.drain()
+    return [b.v("dlx_at_least_once", "dlx_lost", "src", 1, key=b.q("dlq"), ts_ns=ts[0]),
+            b.v("dlx_at_least_once", "dlx_pending", "src", 2, key=b.q("dlq"), ts_ns=ts[1])], \
+        {"dlx_at_least_once": "fail"}
+
+
+@case
+def publish_order_broken_per_channel(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.open("p"), b.open("c")
+    for m in (1, 2, 3):
+        b.publish("q", m)
+    b.deliver("q", 1)
+    r3 = b.deliver("q", 3)
+    b.deliver("q", 2)
+    b.applied("q", 1, "enqueue", 1)
+    b.applied("q", 2, "enqueue", 2)
+    b.applied("q", 3, "enqueue", 3)
+    ts = b.rows["client_ops"][-1]["ts_ns"]
+    assert r3 == 2
+    return [b.v("ordering_channel_fifo", "pub_seq_descent", "q", 2, 3,
+                key=f"{b.conn('p')}/1>{b.ckey('c')}", ts_ns=ts, detail="3>2"),
+            b.v("ordering_consumer_monotonic", "pos_descent", "q", 2, 3, key=b.ckey("c"),
+                raft_index=2, ts_ns=ts, detail="3>2")], \
+        {"ordering_channel_fifo": "fail", "ordering_consumer_monotonic": "fail"}
+
+
+@case
+def sac_strict_fifo_violations(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.config("s", sac=True, prefetch=1)
+    b.open("p"), b.open("c"), b.open("d")
+    for m in (1, 2):
+        b.publish("s", m)
+        b.applied("s", m, "enqueue", m)
+    t1 = b.deliver("s", 1)
+    t2 = b.deliver("s", 2, conn="d")  # second consumer while 1 is outstanding
+    ts2 = b.rows["client_ops"][-1]["ts_ns"]
+    b.settle("ack", "s", 2, t2, conn="d")
+    b.settle("ack", "s", 1, t1)
+    ack1 = b.rows["client_ops"][-1]["ts_ns"]
+    b.drain()
+    chk = "ordering_sac_fifo"
+    return [b.v(chk, "sac_overlap", "s", 2, 1, key=b.ckey("d"), ts_ns=ts2),
+            b.v(chk, "sac_order", "s", 1, 2, raft_index=1, ts_ns=ack1, detail="2>1"),
+            b.v(chk, "sac_overtake", "s", 2, 1, key=b.ckey("d"), raft_index=2, ts_ns=ts2)], \
+        {chk: "fail"}
+
+
+@case
+def replica_divergence(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.applied("r", 1, "enqueue", 1)
+    b.applied("r", 2, "enqueue", 2, nodes=("n1", "n2"))
+    b.applied("r", 2, "enqueue", 2, nodes=("n3",), digest=99)  # different command
+    b.applied("r", 3, "settle", 1, nodes=("n1", "n2"))
+    b.applied("r", 3, "settle", 1, nodes=("n3",), state=42)  # different state
+    b.applied("r", 5, "noop", nodes=("n1",))  # gap after 3
+    b.rep("leader_elected", "r", "n1", raft_term=1, leader=b.q("r") + "@n1")
+    b.rep("leader_elected", "r", "n2", raft_term=1, leader=b.q("r") + "@n2")
+    for n in ("n1", "n2"):
+        b.rep("service_queue", "r", n, raft_index=1, msg_id=1, consumer_key="k", attempt=0)
+    gap_ts = next(r["ts_ns"] for r in b.rows["replica_events"] if r.get("raft_index") == 5)
+    chk = "replica_determinism"
+    return [b.v(chk, "log_disagreement", "r", raft_index=2, detail="2"),
+            b.v(chk, "state_disagreement", "r", raft_index=3, detail="2"),
+            b.v(chk, "decision_disagreement", "r", raft_index=1, detail="2"),
+            b.v(chk, "apply_gap", "r", key=b.q("r") + "@n1", raft_index=5, ts_ns=gap_ts,
+                detail="after 3"),
+            b.v(chk, "election_safety", "r", key="term=1", detail="2")], {chk: "fail"}
+
+
+@case
+def snapshot_install_continues_the_log(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.applied("r", 1, "noop", nodes=("n1",))
+    b.rep("snapshot_installed", "r", "n1", raft_index=10)
+    b.applied("r", 11, "noop", nodes=("n1",))
+    b.rep("recovered", "r", "n1", raft_index=4)
+    b.applied("r", 5, "noop", nodes=("n1",))
+    b.applied("r", 5, "noop", nodes=("n1",))  # applied twice
+    ts = b.rows["replica_events"][-1]["ts_ns"]
+    chk = "replica_determinism"
+    return [b.v(chk, "apply_repeat", "r", key=b.q("r") + "@n1", raft_index=5, ts_ns=ts,
+                detail="after 5")], {chk: "fail"}
+
+
+@case
+def local_delivery_kinds(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    q = b.q("l")
+    b.open("c")
+    b.rep("leader_elected", "l", "n1", raft_term=1, leader=f"{q}@n1")
+    for i, m in enumerate((1, 2, 3, 4, 5, 6), start=1):
+        b.applied("l", i, "enqueue", m, nodes=("n1", "n2"))
+    decide = {1: "n2", 2: "n2", 3: "n2", 4: "n9", 5: "n2", 6: "n2"}
+    for i, cnode in decide.items():
+        b.rep("service_queue", "l", "n1", raft_index=i, msg_id=i, consumer_key=b.ckey("c"),
+              consumer_node=cnode, attempt=0)
+    ld = {"consumer_key": b.ckey("c"), "attempt": 0}
+    b.rep("local_delivery", "l", "n2", msg_id=1, **ld)  # correct
+    b.rep("local_delivery", "l", "n2", msg_id=2, **ld)
+    b.rep("local_delivery", "l", "n2", msg_id=2, **ld)  # double
+    wrong = b.rep("local_delivery", "l", "n1", msg_id=3, **ld)  # n2 has a member
+    b.rep("local_delivery", "l", "n1", msg_id=4, **ld)  # n9 has none: leader sends
+    # 5: never sent (missing); 6: never sent but the consumer's channel closed first
+    orphan = b.deliver("l", 7)  # no send at all for 7
+    orphan_ts = b.rows["client_ops"][-1]["ts_ns"]
+    assert orphan == 1
+    chk = "local_delivery"
+    b.close("c")
+    # channel closed before index 6 was applied: move index 6's applies after the close
+    for r in b.rows["replica_events"]:
+        if r["kind"] == "applied" and r["raft_index"] == 6:
+            r["ts_ns"] = b.t + MS
+    b.drain()
+    return [b.v(chk, "double_send", "l", 2, key=b.ckey("c"), raft_index=2, detail="2"),
+            b.v(chk, "wrong_sender", "l", 3, key=f"{q}@n1", raft_index=3, ts_ns=wrong["ts_ns"],
+                detail=f"{q}@n2"),
+            b.v(chk, "missing_send", "l", 5, key=b.ckey("c"), raft_index=5, detail="0"),
+            b.v(chk, "orphan_delivery", "l", 7, key=b.ckey("c"), ts_ns=orphan_ts, detail="0")], \
+        {chk: "fail"}

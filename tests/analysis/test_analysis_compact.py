@@ -1,0 +1,69 @@
+"""Compaction turns a run's IPC segments into the Hive-partitioned Parquet dataset the
+checks read: partitioned by run and node, sorted by time, versioned, and tolerant of a
+segment whose writer was killed mid-batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from analysis import schema
+from analysis.compact import compact
+from analysis.recorder import Recorder
+
+
+def record(run: Path, node: str, times: list[int], process: str | None = None) -> None:
+    rec = Recorder(run, "r1", node, process, register_atexit=False)
+    for t in times:
+        rec.record("publish", msg_id=t, conn_id="c", channel_id=1, ts_ns=t)
+    rec.close()
+
+
+def test_layout_order_and_metadata(tmp_path: Path) -> None:
+    record(tmp_path, "client-1", [30, 10, 20], "a")
+    record(tmp_path, "client-1", [15, 25], "b")
+    record(tmp_path, "client-2", [5])
+    stats = compact(tmp_path)
+    assert stats.rows == {"client_ops": 6}
+    assert stats.truncated == []
+    files = sorted(p.relative_to(tmp_path).as_posix() for p in stats.files)
+    assert files == ["history/client_ops/run_id=r1/node=client-1/part-0.parquet",
+                     "history/client_ops/run_id=r1/node=client-2/part-0.parquet"]
+    one = pq.read_table(tmp_path / files[0])
+    assert one["ts_ns"].to_pylist() == [10, 15, 20, 25, 30]
+    assert "run_id" not in one.column_names  # it is the partition
+    assert schema.check_version(pq.read_schema(tmp_path / files[0]).metadata) == "1.0"
+    full = ds.dataset(tmp_path / "history" / "client_ops", partitioning="hive").to_table()
+    assert sorted(full["node"].to_pylist()) == ["client-1"] * 5 + ["client-2"]
+
+
+def test_compacting_again_gives_the_same_dataset(tmp_path: Path) -> None:
+    record(tmp_path, "n1", [3, 1, 2])
+    first = compact(tmp_path)
+    second = compact(tmp_path)
+    assert [p.relative_to(tmp_path) for p in first.files] == \
+        [p.relative_to(tmp_path) for p in second.files]
+    table = ds.dataset(tmp_path / "history" / "client_ops", partitioning="hive").to_table()
+    assert table["ts_ns"].to_pylist() == [1, 2, 3]
+
+
+def test_truncated_segment_keeps_complete_batches(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path, "r1", "n1", "p", flush_events=2, register_atexit=False)
+    for i in range(5):
+        rec.record("publish", msg_id=i)
+    # process killed: the fifth event was never flushed and the stream has no end marker
+    seg = next((tmp_path / "raw").rglob("*.arrows"))
+    data = seg.read_bytes()
+    seg.write_bytes(data[: len(data) - 40])
+    stats = compact(tmp_path)
+    assert stats.truncated == [seg]
+    got = pq.read_table(next((tmp_path / "history").rglob("*.parquet")))
+    assert got["msg_id"].to_pylist() == [0, 1]
+
+
+def test_missing_raw_directory_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        compact(tmp_path)

@@ -1,0 +1,47 @@
+"""Shared definitions: percentiles from log-bucketed histograms, fault windows, and
+verdict rules, decided once for Spark and the reference alike."""
+
+from __future__ import annotations
+
+import math
+
+from analysis import model
+from analysis.model import FaultWindow
+
+
+def test_log_bucket_has_one_percent_resolution() -> None:
+    for ns in (1, 999, 1_000_000, 123_456_789):
+        lower = model.bucket_value_ms(model.log_bucket(ns)) * 1e6
+        assert lower <= ns * (1 + 1e-12)
+        assert ns < lower * 1.01 * (1 + 1e-12)
+
+
+def test_percentiles_read_cumulative_counts() -> None:
+    b1, b2, b3 = (model.log_bucket(x) for x in (1_000_000, 2_000_000, 50_000_000))
+    hist = {b1: 90, b2: 9, b3: 1}
+    got = model.percentiles(hist)
+    assert got["p50"] == round(model.bucket_value_ms(b1), 6)
+    assert got["p90"] == round(model.bucket_value_ms(b1), 6)
+    assert got["p99"] == round(model.bucket_value_ms(b2), 6)
+    assert got["p99.9"] == round(model.bucket_value_ms(b3), 6)
+    assert math.isclose(got["p99.9"], 50, rel_tol=0.01)
+    assert model.percentiles({}) == {}
+
+
+def test_fault_windows_pair_by_type_and_close_at_run_end() -> None:
+    rows = [
+        {"kind": "start", "fault": "kill", "ts_ns": 10},
+        {"kind": "start", "fault": "partition", "ts_ns": 20},
+        {"kind": "stop", "fault": "kill", "ts_ns": 30},
+    ]
+    assert model.fault_windows(rows, 100) == [FaultWindow("kill", 10, 30, False),
+                                              FaultWindow("partition", 20, 100, True)]
+
+
+def test_total_queue_verdicts() -> None:
+    assert model.total_queue_status({"lost": 1}, drained=True, drain_expected=True)[0] == "fail"
+    assert model.total_queue_status({"lost": 1}, drained=False, drain_expected=True)[0] == \
+        "unknown"
+    assert model.total_queue_status({"unexpected": 1}, False, True)[0] == "fail"
+    assert model.total_queue_status({}, drained=False, drain_expected=False)[0] == "pass"
+    assert [model.exit_code(v) for v in (True, False, "unknown")] == [0, 1, 2]
