@@ -52,6 +52,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]]
     "start_member": ("start_member", lambda a: (*_q(a), a.member_node)),
     "crash_channel": ("crash_channel", lambda a: (a.pid,)),
     "dlx_workers": ("dlx_workers", lambda a: ()),
+    "partition": ("partition", lambda a: (a.groups,)),
+    "heal": ("heal", lambda a: ()),
+    "pause_node": ("pause_node", lambda a: (a.paused,)),
+    "resume_node": ("resume_node", lambda a: (a.paused,)),
+    "set_disk_delay": ("set_disk_delay", lambda a: (a.ms,)),
+    "wal_status": ("wal_status", lambda a: ()),
 }
 
 
@@ -65,6 +71,21 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def _node_group(text: str) -> list[str]:
+    """`n1,n2`: one side of a partition."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"empty node group {text!r}")
+    return names
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def add_parser(sub: Any) -> None:
     ctl = sub.add_parser("ctl", help="operate a running cluster (rabbitmqctl)")
     ctl.add_argument("--node", "-n", required=True, help="target node name@host:port")
@@ -74,7 +95,8 @@ def add_parser(sub: Any) -> None:
     ctl.add_argument("--cookie", default=None, help="default: WARREN_COOKIE or ~/.warren.cookie")
     cmds = ctl.add_subparsers(dest="ctl_command", required=True)
     for name in ("cluster_status", "list_queues", "list_exchanges", "list_policies",
-                 "list_connections", "list_channels", "rebalance", "dlx_workers"):
+                 "list_connections", "list_channels", "rebalance", "dlx_workers",
+                 "heal", "wal_status"):
         cmds.add_parser(name)
     for name in ("quorum_status",):
         cmds.add_parser(name).add_argument("queue")
@@ -94,6 +116,15 @@ def add_parser(sub: Any) -> None:
     cmds.add_parser("set_vm_memory_high_watermark").add_argument("value", type=float)
     cmds.add_parser("set_disk_free_limit").add_argument("value", type=int)
     cmds.add_parser("crash_channel").add_argument("pid")
+    cmds.add_parser("partition", help="fault injection: cut the cluster into groups").add_argument(
+        "groups", nargs="+", type=_node_group, metavar="GROUP",
+        help="comma-separated node names (full or the part before '@')")
+    for name in ("pause_node", "resume_node"):
+        cmds.add_parser(name, help="fault injection: a stopped node").add_argument(
+            "paused", nargs="?", default=None, metavar="NODE",
+            help="the paused node (default: the target node)")
+    cmds.add_parser("set_disk_delay", help="fault injection: a slow WAL sync").add_argument(
+        "ms", type=_non_negative, help="milliseconds before each WAL fdatasync (0 clears)")
     ctl.set_defaults(func=run)
 
 

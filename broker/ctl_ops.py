@@ -22,6 +22,8 @@ from supervision import supervisor
 __all__ = ["CtlError"]
 
 INFO_TIMEOUT = 2000
+#: the WAL answers calls after its current batch, which a disk delay makes slow
+WAL_CALL_TIMEOUT = 25_000
 
 
 class CtlError(Exception):
@@ -70,10 +72,10 @@ def cluster_status() -> dict[str, Any]:
     }
 
 
-def _call(name: str, request: Any) -> Any:
+def _call(name: str, request: Any, timeout: int = INFO_TIMEOUT) -> Any:
     from actors import gen_server
 
-    return gen_server.call(name, request, INFO_TIMEOUT)
+    return gen_server.call(name, request, timeout)
 
 
 # ------------------------------------------------------------------- queues
@@ -344,3 +346,97 @@ def start_member(vhost: str, name: str, node: str) -> str:
 def dlx_workers() -> list[dict[str, Any]]:
     counts = supervisor.count_children(DLX_SUP)
     return [{"node": actors.node(), "workers": counts.get("workers", 0)}]
+
+
+# ------------------------------------------------------------ fault injection
+#
+# The nemesis of the scenario harness runs these on every node of a cluster.
+# They change the node's own transport's `FaultRules`, which both transports
+# consult for every outgoing frame (ticks included), so peers notice a fault
+# the way they would notice a real one: by the net tick. Only the cluster's
+# nodes are named, so the short-lived `warren ctl` node always gets through
+# and `heal` / `resume_node` can reach a cut-off node.
+
+
+def _faults() -> Any:
+    """The `FaultRules` of this node's transport (a memory network shares one)."""
+    transport = actors.get_node().transport
+    faults = getattr(transport, "faults", None)
+    if faults is None:
+        faults = getattr(getattr(transport, "net", None), "faults", None)
+    if faults is None:
+        raise CtlError(f"{actors.node()} has no fault rules (no transport)", 70)
+    return faults
+
+
+def _cluster_node(name: str) -> str:
+    """A cluster node by full name or by the part before '@' (`n1`)."""
+    nodes = broker_of().config.all_nodes
+    if name in nodes:
+        return name
+    found = [n for n in nodes if n.partition("@")[0] == name]
+    if len(found) != 1:
+        raise CtlError(f"{name} is not a node of the cluster ({', '.join(nodes)})")
+    return found[0]
+
+
+def partition(groups: list[list[str]]) -> str:
+    """Frames between cluster nodes cross only within a group; nodes named nowhere pass."""
+    resolved = [[_cluster_node(n) for n in group] for group in groups]
+    named = [n for group in resolved for n in group]
+    if len(named) != len(set(named)):
+        raise CtlError("a node is named in more than one group")
+    _faults().partition(*resolved, isolate_unlisted=False)
+    return "ok"
+
+
+def heal() -> str:
+    """Remove the partition (and any drops and delays) from this node's rules."""
+    _faults().heal()
+    return "ok"
+
+
+def pause_node(target: str | None = None) -> str:
+    """A stopped node without SIGSTOP: frames between `target` and its peers wait.
+
+    On `target` itself (the default) the pause covers its cluster peers only,
+    in both directions, so `warren ctl` can still resume it. Run on a peer it
+    holds that peer's frames to `target` and refuses new sessions with it, as
+    a stopped process never completes a handshake; without that, a peer would
+    reconnect to the paused node and see it up.
+    """
+    me = actors.node()
+    node = me if target is None else _cluster_node(target)
+    if node == me:
+        _faults().pause(me, towards=[n for n in broker_of().config.all_nodes if n != me])
+    else:
+        _faults().pause(node)
+    return "ok"
+
+
+def resume_node(target: str | None = None) -> str:
+    _faults().resume(actors.node() if target is None else _cluster_node(target))
+    return "ok"
+
+
+def _disk_wal() -> str:
+    """The registered name of this node's disk WAL; refused for an in-memory Ra system."""
+    from ra import directory
+    from ra.disk_store import DiskStore
+
+    handle = directory.lookup(actors.get_node(), RA_SYSTEM)
+    if handle is None or not isinstance(handle.disk, DiskStore):
+        raise CtlError(f"{actors.node()} has no disk WAL (started without --data-dir)")
+    return handle.wal_name
+
+
+def set_disk_delay(ms: int) -> str:
+    """A slow disk: the WAL waits `ms` before each fdatasync (0 clears)."""
+    if ms < 0:
+        raise CtlError(f"disk delay must be >= 0 ms, got {ms}", 64)
+    return str(_call(_disk_wal(), ("set_sync_delay", ms), WAL_CALL_TIMEOUT))
+
+
+def wal_status() -> dict[str, Any]:
+    """The WAL's sync delay and how many batch syncs it did, with and without delay."""
+    return {"node": actors.node(), **_call(_disk_wal(), "sync_stats", WAL_CALL_TIMEOUT)}

@@ -23,6 +23,13 @@ writer map is saved to ``writers.snapshot`` and the segment writer gets
 ``("mem_tables", {uid: [(file_no, seq)]}, wal_path)``; it deletes the file
 once every server's entries are in segments. What the files hold is mirrored
 in the node's memtables (`ra.log_ets`), rebuilt from the files on restart.
+
+A slow disk is modelled by a sync delay (``("set_sync_delay", ms)``, the
+`warren ctl set_disk_delay` hook): the pool thread sleeps that long before
+each batch's fdatasync, so writers wait for "written" exactly as behind a
+slow device while the node's other processes keep running. The delay lives
+in the WAL process (a restarted WAL starts without one); ``"sync_stats"``
+reports it with the number of syncs and of delayed syncs.
 """
 
 from __future__ import annotations
@@ -113,10 +120,13 @@ def start_link(config: WalConfig, timeout: int | None = None) -> Any:
     return gen.start(init_it, name=config.name, timeout=timeout)
 
 
-def _write_and_sync(fd: int, data: bytes, fsync: Fsync) -> None:
+def _write_and_sync(fd: int, data: bytes, fsync: Fsync, delay_s: float = 0.0) -> None:
+    """Runs on a pool thread: blocking here (the write, the injected delay) spares the hub."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+    if delay_s > 0:
+        time.sleep(delay_s)
     fsync(fd)
 
 
@@ -138,6 +148,10 @@ class Wal:
         #: a write is running on the thread pool: the fd must stay open
         self._writing = False
         self._pool = gevent.get_hub().threadpool
+        #: injected before each batch's sync: a slow disk (0: none)
+        self.sync_delay_ms = 0
+        self.syncs = 0
+        self.delayed_syncs = 0
 
     # ---- start and recovery (spec §15.4) ---------------------------------
 
@@ -255,8 +269,12 @@ class Wal:
             data = wal_file.encode(batch, self.cfg.wal_compute_checksums)
             started = time.perf_counter()
             self._writing = True
-            self._pool.apply(_write_and_sync, (self.fd, data, self.fsync))
+            delay_ms = self.sync_delay_ms
+            self._pool.apply(_write_and_sync, (self.fd, data, self.fsync, delay_ms / 1000.0))
             self._writing = False
+            self.syncs += 1
+            if delay_ms > 0:
+                self.delayed_syncs += 1
             fsync_ms = (time.perf_counter() - started) * 1000.0
             self.size += len(data)
             for uid, entries in batch:
@@ -302,6 +320,12 @@ class Wal:
                 return None if state is None else state[1]
             case "sync" | "rollover":
                 return "ok"
+            case ("set_sync_delay", ms) if isinstance(ms, int) and ms >= 0:
+                self.sync_delay_ms = ms
+                return "ok"
+            case "sync_stats":
+                return {"sync_delay_ms": self.sync_delay_ms, "syncs": self.syncs,
+                        "delayed_syncs": self.delayed_syncs}
             case "file":
                 return os.path.join(self.cfg.dir, wal_file.file_name(self.file_no))
         return ("error", ("unknown_request", request))

@@ -66,6 +66,7 @@ DEFAULT_NET_SETUPTIME = 7.0
 _EV_LOCAL_DOWN = "local_down"  # (…, peer, sid, reason): this side ended the session
 _IMMEDIATE = "immediate"  # a setup refused before any socket work (partition, pause)
 _DISPATCH_SLICE = 256  # frames handled before letting other greenlets run
+_HELD_IN_POLL = 0.01  # seconds between looks at a paused peer's waiting inbound events
 
 
 class ZmqTransport:
@@ -100,6 +101,8 @@ class ZmqTransport:
         # peer -> frames waiting for the fault rules: [release_at | None, sid, header, data]
         self._held: dict[str, deque[list[Any]]] = {}
         self._pump: gevent.Greenlet | None = None
+        # peer -> inbound events waiting while this node is paused towards that peer
+        self._held_in: dict[str, deque[tuple[Any, ...]]] = {}
         self._rx_seen: dict[int, int] = {}
         self._wake = Event()
         self._watcher: Any = None
@@ -168,7 +171,7 @@ class ZmqTransport:
             return True
         faults = self.faults
         if (peer == self.name or not faults.connected(self.name, peer)
-                or faults.is_paused(peer) or faults.is_paused(self.name)):
+                or faults.holds(self.name, peer)):
             self._post((EV_SETUP_FAILED, peer, _IMMEDIATE))
             return False
         assert self._io is not None
@@ -282,7 +285,7 @@ class ZmqTransport:
         if pending:
             self._gate(peer, sid, hs.sid_header(hs.DATA, sid), self._pickle(peer, pending))
         faults = self.faults
-        notify = not faults.is_paused(self.name) and faults.verdict(self.name, peer) != DROP
+        notify = not faults.paused_for(self.name, peer) and faults.verdict(self.name, peer) != DROP
         assert self._io is not None
         self._io.submit(("down", peer, sid, notify))
         self._post((_EV_LOCAL_DOWN, peer, sid, reason))
@@ -296,14 +299,23 @@ class ZmqTransport:
     # ---------------------------------------------------------- receiving
 
     def _dispatch_loop(self) -> None:
+        """Handle events in arrival order; a peer's events wait while we are paused for it.
+
+        A pause limited to some peers (`FaultRules.pause(..., towards=...)`)
+        must not stop the others, so each held peer's events go to a queue of
+        their own, released in order (before anything newer) on resume.
+        """
         assert self._io is not None
         inbox = self._io.events  # inbound frames and our own events, in one order
         wake = self._wake
         faults = self.faults
+        held = self._held_in
         while not self.closed:
+            if held:
+                self._release_held_in()
             if not inbox:
                 wake.clear()
-                wake.wait()
+                wake.wait(_HELD_IN_POLL if held else None)
                 continue
             if faults.is_paused(self.name):
                 gevent.sleep(0.005)
@@ -312,12 +324,26 @@ class ZmqTransport:
                 if not inbox:
                     break
                 event = inbox.popleft()
-                try:
-                    self._handle(event)
-                except Exception:
-                    log.exception("node %s: failed to handle %s from %s",
-                                  self.name, event[0], event[1])
+                peer = event[1]
+                if peer in held or faults.paused_for(self.name, peer):
+                    held.setdefault(peer, deque()).append(event)
+                else:
+                    self._handle_logged(event)
             gevent.sleep(0)
+
+    def _release_held_in(self) -> None:
+        for peer in list(self._held_in):
+            if self.faults.paused_for(self.name, peer):
+                continue
+            queue = self._held_in.pop(peer)
+            while queue:
+                self._handle_logged(queue.popleft())
+
+    def _handle_logged(self, event: tuple[Any, ...]) -> None:
+        try:
+            self._handle(event)
+        except Exception:
+            log.exception("node %s: failed to handle %s from %s", self.name, event[0], event[1])
 
     def _handle(self, event: tuple[Any, ...]) -> None:
         node = self.node
