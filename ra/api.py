@@ -24,6 +24,7 @@ from ra.types import (
     AFTER_LOG_APPEND,
     AWAIT_CONSENSUS,
     NOREPLY,
+    RA_CLUSTER,
     RA_JOIN,
     RA_LEAVE,
     USR,
@@ -265,16 +266,23 @@ def start_cluster(system: str, cluster_name: Any, machine: Any, server_ids: list
 
 def delete_cluster(server_ids: list[ServerId], timeout: int = DEFAULT_TIMEOUT,
                    system: str = "default") -> Any:
-    """Delete every member and its data; ``("ok", leader)``.
+    """Commit the cluster's ``'$ra_cluster' delete`` entry; ``("ok", leader)``.
 
-    Ra commits a ``'$ra_cluster' delete`` entry so that deletion is itself
-    replicated (spec §12.6); the pure core does not model that entry yet,
-    so the members are force-deleted one by one once the current leader is
-    known (a quorum must be up, as for Ra).
+    Deletion is itself replicated (spec §12.5, §12.6): every member that
+    applies the entry runs the machine's ``state_enter(eol)`` effects, then
+    stops and deletes its data, the leader last, once every member has the
+    entry. The call returns when the leader applied it, so members may still
+    be finishing. A quorum must be up (``("error", "timeout")`` otherwise). A
+    member that is down meanwhile keeps its data, and the leader waits for it;
+    `force_delete_server` removes such a member. `system` is accepted for
+    callers that pass it; the entry reaches every member through Raft.
     """
-    found = members(list(server_ids), timeout)
-    if found[0] != "ok":
-        return found
-    for sid in found[1]:
-        force_delete_server(system, sid)
-    return ("ok", found[2])
+    del system
+    cmd = ("command", "normal", (RA_CLUSTER, "delete", AWAIT_CONSENSUS))
+    match _leader_call(list(server_ids), cmd, timeout):
+        case ("ok", _reply, leader):
+            return ("ok", leader)
+        case ("timeout", _):
+            return ("error", "timeout")
+        case other:
+            return other

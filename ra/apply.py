@@ -28,6 +28,20 @@ from ra.types import (
 Effects = list[Any]
 
 
+class DeleteAndTerminate(Exception):
+    """The ``'$ra_cluster' delete`` entry was applied (spec §12.6).
+
+    Ra throws out of its apply loop here, so nothing after the poison pill is
+    applied; the handler that was applying catches it and moves the server to
+    a terminating state. `effects` are those of the batch so far, led by the
+    machine's ``state_enter(eol)`` effects.
+    """
+
+    def __init__(self, effects: Effects) -> None:
+        super().__init__("delete_and_terminate")
+        self.effects = effects
+
+
 def augment_command_meta(
     idx: int, term: int, mac_ver: int, reply_mode: Any, cmd_meta: dict[str, Any]
 ) -> dict[str, Any]:
@@ -74,6 +88,7 @@ def apply_to(target: int, s: ServerState, effects_in: Effects) -> Effects:
     Order: ``("notify", {pid: [(corr, reply), ...]})`` first, then
     `effects_in`, then per entry its machine effects followed by its reply.
     Stops early if a noop announced a machine version this code lacks.
+    Raises `DeleteAndTerminate` once the cluster's delete entry is applied.
     """
     notifys: dict[Any, list[tuple[Any, Any]]] = {}
     out: Effects = []
@@ -84,8 +99,12 @@ def apply_to(target: int, s: ServerState, effects_in: Effects) -> Effects:
         for entry in s.log.fold(s.last_applied + 1, upto):
             if cfg.machine_version < cfg.effective_machine_version:
                 break
-            _apply_entry(entry, s, out, notifys)
-    head: Effects = [("notify", notifys)] if notifys else []
+            if _apply_entry(entry, s, out, notifys):
+                eol = ra_machine.call_state_enter(cfg.effective_machine_module, "eol",
+                                                  s.machine_state)
+                head: Effects = [("notify", notifys)] if notifys else []
+                raise DeleteAndTerminate(eol + head + list(effects_in) + out)
+    head = [("notify", notifys)] if notifys else []
     return head + list(effects_in) + out
 
 
@@ -104,7 +123,8 @@ def _apply_usr(
 
 def _apply_entry(
     entry: Entry, s: ServerState, out: Effects, notifys: dict[Any, list[tuple[Any, Any]]]
-) -> None:
+) -> bool:
+    """Apply one entry; True if it was the cluster's delete entry (end of life)."""
     idx, term, cmd = entry
     match cmd:
         case (tag, cmd_meta, data, reply_mode) if tag == USR:
@@ -121,12 +141,14 @@ def _apply_entry(
             s.last_applied = idx
         case (tag, cmd_meta, next_ver) if tag == NOOP:
             _apply_noop(idx, term, cmd_meta, next_ver, s, out, notifys)
-        case (tag, _meta, "delete", _mode) if tag == RA_CLUSTER:
-            # refusing loudly beats counting the poison pill as applied and running on
-            raise NotImplementedError("cluster deletion (spec §12.6) is not modelled yet")
+        case (tag, cmd_meta, "delete", reply_mode) if tag == RA_CLUSTER:
+            add_reply(cmd_meta, "ok", reply_mode, out, notifys)
+            s.last_applied = idx
+            return True
         case _:
             # unknown entries are counted as applied so the server makes progress
             s.last_applied = idx
+    return False
 
 
 def _apply_noop(

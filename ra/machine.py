@@ -42,11 +42,11 @@ class Machine:
     def init_aux(self, name: str) -> Any:
         return None
 
-    def handle_aux(
-        self, ra_state: str, kind: Any, cmd: Any, aux_state: Any, int_state: Any
-    ) -> tuple[Any, ...]:
-        """Per-member, non-replicated side state. Default: ignore the command."""
-        return ("no_reply", aux_state, int_state)
+    # ``handle_aux(ra_state, kind, cmd, aux_state, int_state)`` is optional, as in
+    # Ra: a machine without it answers aux calls ``("error",
+    # "aux_handler_not_implemented")``. `kind` is ``"cast"`` or ``("call", from)``;
+    # it returns ``("reply", r, aux, int_state[, effects])`` or ``("no_reply",
+    # aux, int_state[, effects])``; `int_state` is read through `ra.aux`.
 
     def overview(self, state: Any) -> Any:
         return state

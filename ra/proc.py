@@ -25,10 +25,10 @@ import gevent
 
 import actors
 from actors import gen
-from actors.pid import Pid, ProcessExit, Ref
+from actors.pid import CallExit, Pid, ProcessExit, Ref
 from actors.process import Process
+from ra import deletion, server, timeouts
 from ra import machine as ra_machine
-from ra import server, timeouts
 from ra.directory import DirEntry, SystemHandle, lookup
 from ra.proc_effects import run_effects
 from ra.snapshot import (
@@ -49,6 +49,7 @@ from ra.types import (
     RECEIVE_SNAPSHOT,
     RECOVER,
     RECOVERED,
+    TERMINATING_FOLLOWER,
     USR,
     InstallSnapshotRpc,
     InvalidReplyMode,
@@ -56,6 +57,7 @@ from ra.types import (
     make_command,
     validate_reply_mode,
 )
+from supervision import supervisor
 
 #: ``tick_timeout`` default (ms).
 DEFAULT_TICK_TIMEOUT = 1000
@@ -169,21 +171,61 @@ class RaServerProc:
         self.aux_state = init_aux(self.id[0]) if init_aux is not None else None
         actors.process_flag("trap_exit", True)
         actors.monitor_nodes(True)
+        self.connect_peer_nodes()
         self.s.now_ms = self.now()
         self._enter(RECOVER, RECOVER, CAST)
-        server.recover(self.s)
+        end_of_life = server.recover(self.s)
         self.role = RECOVERED
         self._enter(RECOVERED, RECOVER, CAST)
-        self.role = FOLLOWER
-        self._enter(FOLLOWER, RECOVERED, CAST)
+        if end_of_life:
+            # stopped between applying the cluster's delete entry and deleting
+            # its data: finish the deletion (its first turn in `loop`)
+            self._enter(TERMINATING_FOLLOWER, RECOVERED, CAST)
+        else:
+            self.role = FOLLOWER
+            self._enter(FOLLOWER, RECOVERED, CAST)
         self.events.set_timeout("tick", self.tick_timeout, "tick")
         self.after_event()
 
+    def connect_peer_nodes(self) -> None:
+        """Sends to peers never connect (``noconnect``), so a starting server
+        connects to its peers' nodes itself, from a helper so start is not held up."""
+        own = self.node_name
+        connected = set(actors.nodes())
+        missing = sorted({sid[1] for sid in self.s.cluster if sid[1] != own} - connected)
+        if missing:
+            node = actors.get_node()
+            actors.spawn(lambda: [node.ping(peer) for peer in missing])
+
     def loop(self) -> None:
         while True:
+            self.maybe_finish_deletion()
             evtype, msg = self.events.take()
             self.handle_event(evtype, msg)
             self.after_event()
+
+    def maybe_finish_deletion(self) -> None:
+        """A terminating follower stops as soon as its log is written, which
+        may already be true when it enters the state (no further event comes)."""
+        if self.role == TERMINATING_FOLLOWER and deletion.is_fully_persisted(self.s):
+            self.stop_deleted()
+
+    def stop_deleted(self) -> None:
+        """``terminate({shutdown, delete})``: leave no trace of this member.
+
+        The uid's data, meta and name go, the directory entry and the cluster's
+        leaderboard row too; the member's ``ra_server_sup`` is removed from the
+        system by a helper once this process is gone, as Ra does, because a
+        supervisor does not delete a child that stopped by itself.
+        """
+        handle = self.system
+        entry = handle.directory.get(self.id[0])
+        if entry is not None and entry.pid == self.pid:
+            del handle.directory[self.id[0]]
+        handle.disk.forget(self.uid)
+        handle.leaderboard.pop(self.config.get("cluster_name"), None)
+        actors.spawn(_remove_server_sup, self.pid, handle.names["server_sup_sup"], self.parent)
+        raise ProcessExit(("shutdown", "delete"))
 
     def stop(self, reason: Any) -> None:
         if self.meta is not None:
@@ -264,9 +306,10 @@ class RaServerProc:
                 self.reply(from_, self.overview())
             case ("aux_command", cmd):
                 reply, effects = self.aux(("call", from_), cmd)
-                self.push(run_effects(self, effects, ("call", from_)))
+                # as in Ra the reply goes first, then the handler's effects
                 if reply is not None:
-                    self.reply(from_, reply[1] if reply[0] == "reply" else reply)
+                    self.reply(from_, reply[1])
+                self.push(run_effects(self, effects, ("call", from_)))
             case _:
                 self.reply(from_, ("error", ("unsupported_call", req)))
 
@@ -360,6 +403,10 @@ class RaServerProc:
             run_effects(self, effects, evtype)
             self.after_event()
             self.stop("normal")
+        if new == server.STOP_DELETE:
+            run_effects(self, effects, evtype)
+            self.after_event()
+            self.stop_deleted()
         nexts = run_effects(self, effects, evtype)
         self.transition(new, old, msg)
         self.push(nexts)
@@ -657,6 +704,18 @@ class RaServerProc:
             "membership": s.membership,
             "machine": ra_machine.overview(s.cfg.effective_machine_module, s.machine_state),
         }
+
+
+def _remove_server_sup(server_pid: Pid, server_sup_sup: str, server_sup: Pid) -> None:
+    """Once the deleted server is gone, take its ``ra_server_sup`` out of the system."""
+    ref = actors.monitor(server_pid)
+    msg = actors.receive(5000, match=lambda m: isinstance(m, tuple) and m[:2] == ("DOWN", ref))
+    if msg is actors.TIMEOUT:
+        return
+    try:
+        supervisor.terminate_child(server_sup_sup, server_sup)
+    except CallExit:
+        pass  # the system is going away as well
 
 
 def _query_fun(query_fun: Any, s: ServerState) -> Any:

@@ -25,18 +25,37 @@ from ra.disk_log import run_bg_work
 from ra.effects import executes
 from ra.proc_helpers import request_vote, send_snapshot
 from ra.statem import CAST, INFO
-from ra.types import USR
+from ra.types import LEADER, TERMINATING_LEADER, USR
 
 if TYPE_CHECKING:
     from ra.proc import RaServerProc
 
 
 def safe_send(to: Any, msg: Any) -> None:
-    """A send that never fails or blocks (``noconnect``/``nosuspend``: dropped)."""
+    """Ra's ``send/3``: ``noconnect`` + ``nosuspend``, so it never blocks or fails.
+
+    A message for a node this one has no session with is dropped, never queued
+    for a connection being set up: a queued AppendEntries would otherwise reach
+    the *next* incarnation of a restarted node, long after the leader let go of
+    those entries, and the peer would catch up by entries the leader no longer
+    holds instead of by snapshot. Peers catch up later (tick re-sends); the
+    server connects to its peers' nodes when it starts.
+    """
+    node = _node_of(to)
+    if node is not None and node != actors.node() and node not in actors.nodes():
+        return
     try:
         actors.send(to, msg)
     except NoSuchName:
         pass
+
+
+def _node_of(to: Any) -> str | None:
+    """The node of a pid or ``(name, node)``; None for a local registered name."""
+    if isinstance(to, tuple) and len(to) == 2:
+        return str(to[1])
+    node = getattr(to, "node", None)
+    return None if node is None else str(node)
 
 
 def _opts(opts: Any) -> list[Any]:
@@ -52,10 +71,12 @@ def run_effects(proc: RaServerProc, effects: list[Any], evtype: Any) -> list[tup
     s = proc.s
     nexts: list[tuple[Any, Any]] = []
     voter_nodes = {sid[1] for sid in s.voter_ids()}
+    # a terminating leader is still the leader (Ra runs its events through `leader`)
+    role = LEADER if proc.role == TERMINATING_LEADER else proc.role
     work = deque(effects)
     while work:
         eff = work.popleft()
-        if not executes(eff, proc.role, proc.node_name, s.membership, voter_nodes,
+        if not executes(eff, role, proc.node_name, s.membership, voter_nodes,
                         own_id=proc.id, member_ids=list(s.cluster)):
             continue
         more = _run_one(proc, eff, evtype, nexts)

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ra import consistent_queries
+from ra import consistent_queries, deletion
 from ra import machine as ra_machine
-from ra.apply import apply_to
+from ra.apply import DeleteAndTerminate, apply_to
 from ra.log import WalDown
 from ra.release_cursor import maybe_emit_pending_release_cursor
 from ra.replication import (
@@ -65,6 +65,8 @@ from ra.types import (
     RA_LEAVE,
     RA_PROTO_VERSION,
     RECEIVE_SNAPSHOT,
+    TERMINATING_FOLLOWER,
+    TERMINATING_LEADER,
     USR,
     VOTER,
     AppendEntriesReply,
@@ -87,6 +89,7 @@ Result = tuple[str, ServerState, Effects]
 
 #: Returned instead of a Raft state when a removed leader must stop (``{stop, normal}``).
 STOP = "stop"
+STOP_DELETE = deletion.STOP_DELETE
 
 
 class LeaderSawAppendEntriesInSameTerm(AssertionError):
@@ -158,6 +161,8 @@ def tick(raft_state: str, s: ServerState) -> Effects:
         return rpcs + mac + [("aux", "tick")]
     if raft_state in (FOLLOWER, AWAIT_CONDITION):
         return [("aux", "tick")]
+    if raft_state == TERMINATING_LEADER:
+        return make_rpcs(s)
     return []
 
 
@@ -165,10 +170,17 @@ def is_new(s: ServerState) -> bool:
     return s.log.is_new() and s.log.snapshot_index_term() is None
 
 
-def recover(s: ServerState) -> None:
+def recover(s: ServerState) -> bool:
     """Replay committed entries with effects discarded, then adopt the newest
-    cluster change of the uncommitted tail (spec §13.5, §18 step 5)."""
-    apply_to(s.commit_index, s, [])
+    cluster change of the uncommitted tail (spec §13.5, §18 step 5).
+
+    True if the replay reached the cluster's delete entry: the member stopped
+    before it finished deleting itself and must finish now.
+    """
+    try:
+        apply_to(s.commit_index, s, [])
+    except DeleteAndTerminate:
+        return True
     last_idx, _ = s.log.last_index_term()
     for idx, term, cmd in s.log.fold(s.last_applied + 1, last_idx):
         if isinstance(cmd, tuple) and cmd and cmd[0] == RA_CLUSTER_CHANGE:
@@ -176,6 +188,7 @@ def recover(s: ServerState) -> None:
             s.membership = get_membership(s.cluster, s.cfg.id, s.cfg.uid, s.membership)
             s.cluster_change_permitted = True
             s.cluster_index_term = (idx, term)
+    return False
 
 
 def log_event(evt: Any, s: ServerState) -> Effects:
@@ -314,11 +327,41 @@ def _step_down(term: int, s: ServerState, effects: Effects) -> Result:
 
 
 def handle_leader(msg: Any, s: ServerState) -> Result:
-    raft_state, s, effects = _handle_leader_msg(msg, s)
+    try:
+        raft_state, s, effects = _handle_leader_msg(msg, s)
+    except DeleteAndTerminate as eol:
+        return _leader_delete_and_terminate(s, eol.effects)
     if raft_state == LEADER and s.pending_consistent_queries and s.cluster_change_permitted:
         # the noop of this term is applied: parked queries can be confirmed now
         effects = effects + consistent_queries.flush_pending(s)
     return raft_state, s, effects
+
+
+def _leader_delete_and_terminate(s: ServerState, effects: Effects) -> Result:
+    return deletion.leader_applied_delete(s, effects)
+
+
+def handle_terminating_leader(msg: Any, s: ServerState) -> Result:
+    """A leader that applied the delete entry: no new commands, otherwise a
+    leader (replies, written events) that re-sends to stale peers after every
+    event and stops once every peer has the delete entry (spec §12.6)."""
+    if isinstance(msg, tuple) and msg and msg[0] in ("command", "commands"):
+        return TERMINATING_LEADER, s, []
+    try:
+        _, s, effects = _handle_leader_msg(msg, s)
+    except DeleteAndTerminate as again:
+        # entries after the delete entry are never applied
+        effects = again.effects
+    return deletion.after_terminating_leader(s, effects)
+
+
+def handle_terminating_follower(msg: Any, s: ServerState) -> Result:
+    """A follower that applied the delete entry only handles log events, and
+    stops once its whole log is written (spec §12.6)."""
+    effects: Effects = []
+    if isinstance(msg, tuple) and msg and msg[0] == "ra_log_event":
+        _, s, effects = handle_follower(msg, s)
+    return deletion.after_terminating_follower(s, effects)
 
 
 def _handle_leader_msg(msg: Any, s: ServerState) -> Result:
@@ -767,7 +810,12 @@ def evaluate_commit_index_follower(s: ServerState, effects: Effects) -> Result:
         return FOLLOWER, s, effects
     last_idx, _ = s.log.last_index_term()
     before = s.last_applied
-    effects = apply_to(min(last_idx, s.commit_index), s, effects)
+    try:
+        effects = apply_to(min(last_idx, s.commit_index), s, effects)
+    except DeleteAndTerminate as eol:
+        # the leader learns at once that this member applied the delete entry
+        reply = append_entries_reply(s.current_term, True, s)
+        return TERMINATING_FOLLOWER, s, [cast_reply(s.id, s.leader_id, reply), *eol.effects]
     effects = maybe_emit_pending_release_cursor(s, effects)
     if s.last_applied > before:
         effects = [("aux", "eval"), *effects]
@@ -1130,4 +1178,6 @@ _HANDLERS = {
     PRE_VOTE: handle_pre_vote,
     AWAIT_CONDITION: handle_await_condition,
     RECEIVE_SNAPSHOT: handle_receive_snapshot,
+    TERMINATING_LEADER: handle_terminating_leader,
+    TERMINATING_FOLLOWER: handle_terminating_follower,
 }

@@ -8,7 +8,7 @@ import pytest
 from ra_testlib import S1, S2, S3, entries, leader, server
 
 from ra import server as core
-from ra.apply import apply_to
+from ra.apply import DeleteAndTerminate, apply_to
 from ra.machine import Machine
 from ra.types import AppendEntriesReply, usr
 
@@ -168,10 +168,13 @@ def test_recover_replays_committed_entries_discarding_effects_and_adopts_tail_co
     assert set(st.cluster) == {S1, S2, S3, s4} and st.cluster_index_term == (3, 1)
 
 
-def test_cluster_deletion_is_refused_rather_than_silently_applied() -> None:
-    st = server(log=[(1, 1, ("$ra_cluster", {"ts": 0}, "delete", "await_consensus"))], term=1)
-    with pytest.raises(NotImplementedError):
-        apply_to(1, st, [])
+def test_cluster_deletion_stops_the_apply_loop_after_replying() -> None:
+    delete = ("$ra_cluster", {"ts": 0, "from": "caller"}, "delete", "await_consensus")
+    st = server(log=[*entries(1), (2, 1, delete), *entries(1, first=3)], term=1)
+    with pytest.raises(DeleteAndTerminate) as ended:
+        apply_to(3, st, [("aux", "eval")])
+    assert st.last_applied == 2 and st.machine_state == 1
+    assert ended.value.effects == [("aux", "eval"), ("reply", "caller", ("wrap_reply", "ok"))]
 
 
 def test_unknown_entries_count_as_applied() -> None:

@@ -121,6 +121,8 @@ def test_a_follower_that_missed_the_truncated_log_gets_a_snapshot(procs: ProcClu
     # entries up to the survivors' snapshots exist nowhere: only a snapshot brings them
     assert truncated_at > gone_at
     assert overview(follower)["last_applied"] > truncated_at
+    # the follower was sent the survivors' snapshot: its own snapshot is at least that one
+    assert overview(follower)["snapshot_index"] >= truncated_at
     states = [ledger(sid)[1] for sid in ids]
     assert states[0] == states[1] == states[2]
     check_ledger(states[0], pub)

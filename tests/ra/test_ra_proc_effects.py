@@ -63,3 +63,34 @@ def test_local_send_msg_to_a_node_without_a_voter_is_executed_by_the_leader(
             wait_until(lambda sid=sid: overview(sid)["last_applied"] ==
                        overview(s1)["last_applied"])
         assert actors.receive(0) is actors.TIMEOUT
+
+
+def _inbox() -> None:
+    """Registered as ``far_inbox``: keeps what arrives, hands it over on ``("dump", pid)``."""
+    actors.register("far_inbox", actors.self())
+    got: list[object] = []
+    while True:
+        match actors.receive():
+            case ("dump", pid):
+                actors.send(pid, ("got", got))
+            case msg:
+                got.append(msg)
+
+
+def test_sends_to_a_node_without_a_session_are_dropped_not_queued(four: Cluster) -> None:
+    """``noconnect``: nothing sent while no session exists arrives once one does."""
+    from ra.proc_effects import safe_send
+
+    far = four.nodes[3]
+    with far.attached():
+        actors.spawn(_inbox)
+    with four.nodes[0].attached():
+        assert far.name not in actors.nodes()
+        safe_send(("far_inbox", far.name), "while_unconnected")
+        assert far.name not in actors.nodes()  # no connection was attempted either
+        assert actors.get_node().ping(far.name) == "pong"
+        safe_send(("far_inbox", far.name), "connected")
+    with far.attached():
+        me = actors.self()
+        wait_until(lambda: actors.send("far_inbox", ("dump", me)) or
+                   actors.receive(1000)[1] == ["connected"], what="only the later send")
