@@ -53,6 +53,8 @@ from ra.log import (
     Snapshot,
     WalDown,
 )
+from ra.log_base import LogBase
+from ra.log_base import idxterm as _idxterm
 from ra.log_ets import LogEts
 from ra.log_meta import LogMeta
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
@@ -66,11 +68,8 @@ def _kind_dir(kind: str) -> str:
     return snapshot_store.SNAPSHOTS if kind == SNAPSHOT else snapshot_store.CHECKPOINTS
 
 
-def _idxterm(snap: Snapshot) -> IdxTerm:
-    return (int(snap[0]["index"]), int(snap[0]["term"]))
 
-
-class DiskLog:
+class DiskLog(LogBase):
     """One server's log in ``directory`` (``<data_dir>/<uid>``)."""
 
     def __init__(
@@ -268,9 +267,6 @@ class DiskLog:
         assert snap is not None, "empty log without a snapshot"
         return snap
 
-    def last_written(self) -> IdxTerm:
-        return self._last_written
-
     def is_new(self) -> bool:
         return self._snapshot is None and self._first == 0 and self._last == 0
 
@@ -296,18 +292,6 @@ class DiskLog:
             raise CorruptLog(f"{self.uid}: index {idx} is in range but held nowhere")
         return self._reader.term(os.path.join(self.dir, seg[2]), idx)
 
-    def _term_or_snapshot(self, idx: int) -> int:
-        term = self.fetch_term(idx)
-        if term is not None:
-            return term
-        snap = self.snapshot_index_term()
-        if snap is not None and snap[0] == idx:
-            return snap[1]
-        raise AssertionError(f"no term for index {idx}")
-
-    def exists(self, idx: int, term: int) -> bool:
-        return self.fetch_term(idx) == term
-
     def fold(self, first: int, last: int) -> list[Entry]:
         """Entries ``first..last`` inclusive (clipped to what the log holds)."""
         i, hi = max(first, self._first), min(last, self._last)
@@ -329,38 +313,6 @@ class DiskLog:
             out.extend(self._reader.read(os.path.join(self.dir, seg[2]), i, j))
             i = j + 1
         return out
-
-    def snapshot_index_term(self) -> IdxTerm | None:
-        return None if self._snapshot is None else _idxterm(self._snapshot)
-
-    def current_snapshot(self) -> Snapshot | None:
-        return self._snapshot
-
-    def checkpoints(self) -> list[Snapshot]:
-        return list(self._checkpoints)
-
-    def latest_checkpoint_index(self) -> int:
-        return _idxterm(self._checkpoints[-1])[0] if self._checkpoints else 0
-
-    def pending_snapshot(self) -> tuple[str, IdxTerm] | None:
-        if self._pending_snapshot is None:
-            return None
-        kind, snap = self._pending_snapshot
-        return kind, _idxterm(snap)
-
-    def recovery_snapshot(self) -> Snapshot | None:
-        best = self._snapshot
-        if self._checkpoints:
-            ckpt = self._checkpoints[-1]
-            if best is None or _idxterm(ckpt)[0] > _idxterm(best)[0]:
-                best = ckpt
-        return best
-
-    def can_write(self) -> bool:
-        return self.wal_up
-
-    def pending(self) -> ra_seq.Seq:
-        return list(self._pending)
 
     def mem_size(self) -> int:
         """Entries held in memory (not yet known to be in segments)."""
@@ -593,36 +545,7 @@ class DiskLog:
                     del mem[idx]
         self._drop_segments_upto(self._first - 1)
 
-    def _handle_written(self, term: int, written_seq: ra_seq.Seq) -> None:
-        written_seq = ra_seq.floor(self._first, written_seq)
-        while written_seq:
-            last = ra_seq.last(written_seq)
-            assert last is not None
-            if self.fetch_term(last) == term:
-                if last > self._last_written[0]:
-                    self._last_written = (last, term)
-                rest = ra_seq.remove_prefix(written_seq, self._pending)
-                if rest is None:
-                    self._resend_pending()
-                else:
-                    self._pending = rest
-                return
-            written_seq = ra_seq.limit(last - 1, written_seq)
-
-    def _resend_pending(self) -> None:
-        first = ra_seq.first(self._pending)
-        if first is not None:
-            self._resend_from(first)
-
-    def _resend_from(self, idx: int) -> None:
-        if idx < self.next_index():
-            self._wal_out.append(self.fold(idx, self.next_index() - 1))
-
     # ---- driver side ------------------------------------------------------
-
-    def take_wal_writes(self) -> list[list[Entry]]:
-        out, self._wal_out = self._wal_out, []
-        return out
 
     def close(self) -> None:
         """Write the meta row if `store` left it pending."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ra import seq as ra_seq
+from ra.log_base import LogBase, Snapshot
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
 #: ``log_init_args`` defaults (spec §21.2).
@@ -30,8 +31,6 @@ DEFAULT_MAX_CHECKPOINTS = 10
 SNAPSHOT = "snapshot"
 CHECKPOINT = "checkpoint"
 
-#: ``(meta, machine_state)``; meta is ``#{index, term, cluster, machine_version}``.
-Snapshot = tuple[dict[str, Any], Any]
 
 
 class CorruptLog(ValueError):
@@ -42,7 +41,7 @@ class WalDown(Exception):
     """The WAL is not running: the write was not accepted (``wal_down``)."""
 
 
-class MemoryLog:
+class MemoryLog(LogBase):
     """Log entries held in a list; ``_entries[0]`` has index ``_first``.
 
     A fresh log starts at the dummy entry 0. Once a snapshot at ``S`` is
@@ -111,9 +110,6 @@ class MemoryLog:
         assert snap is not None, "empty log without a snapshot"
         return snap
 
-    def last_written(self) -> IdxTerm:
-        return self._last_written
-
     def is_new(self) -> bool:
         """Only the dummy entry and no snapshot: such a server waits for
         ``trigger_election`` instead of arming an election timer."""
@@ -129,60 +125,11 @@ class MemoryLog:
         entry = self.fetch(idx)
         return entry[1] if entry is not None else None
 
-    def _term_or_snapshot(self, idx: int) -> int:
-        term = self.fetch_term(idx)
-        if term is not None:
-            return term
-        snap = self.snapshot_index_term()
-        if snap is not None and snap[0] == idx:
-            return snap[1]
-        raise AssertionError(f"no term for index {idx}")
-
-    def exists(self, idx: int, term: int) -> bool:
-        return self.fetch_term(idx) == term
-
     def fold(self, first: int, last: int) -> list[Entry]:
         """Entries ``first..last`` inclusive (clipped to what the log holds)."""
         lo = max(first, self._first) - self._first
         hi = last + 1 - self._first
         return self._entries[lo:hi] if hi > lo else []
-
-    def snapshot_index_term(self) -> IdxTerm | None:
-        if self._snapshot is None:
-            return None
-        meta = self._snapshot[0]
-        return (int(meta["index"]), int(meta["term"]))
-
-    def current_snapshot(self) -> Snapshot | None:
-        """The snapshot a leader streams to lagging followers."""
-        return self._snapshot
-
-    def checkpoints(self) -> list[Snapshot]:
-        return list(self._checkpoints)
-
-    def latest_checkpoint_index(self) -> int:
-        return int(self._checkpoints[-1][0]["index"]) if self._checkpoints else 0
-
-    def pending_snapshot(self) -> tuple[str, IdxTerm] | None:
-        if self._pending_snapshot is None:
-            return None
-        kind, (meta, _) = self._pending_snapshot
-        return kind, (int(meta["index"]), int(meta["term"]))
-
-    def recovery_snapshot(self) -> Snapshot | None:
-        """Newest of snapshot and checkpoints: what a restart recovers from (§17.2)."""
-        best = self._snapshot
-        if self._checkpoints:
-            ckpt = self._checkpoints[-1]
-            if best is None or int(ckpt[0]["index"]) > int(best[0]["index"]):
-                best = ckpt
-        return best
-
-    def can_write(self) -> bool:
-        return self.wal_up
-
-    def pending(self) -> ra_seq.Seq:
-        return list(self._pending)
 
     # ---- mutations -------------------------------------------------------
 
@@ -354,38 +301,5 @@ class MemoryLog:
                 return []
         return []
 
-    def _handle_written(self, term: int, written_seq: ra_seq.Seq) -> None:
-        # indexes at or below the snapshot are already covered by it
-        written_seq = ra_seq.floor(self._first, written_seq)
-        while written_seq:
-            last = ra_seq.last(written_seq)
-            assert last is not None
-            if self.fetch_term(last) == term:
-                if last > self._last_written[0]:
-                    self._last_written = (last, term)
-                rest = ra_seq.remove_prefix(written_seq, self._pending)
-                if rest is None:
-                    # the WAL confirmed something that is not what we sent
-                    # first: a write went missing, send everything again
-                    self._resend_pending()
-                else:
-                    self._pending = rest
-                return
-            # overwritten since: only the still-valid prefix is confirmed
-            written_seq = ra_seq.limit(last - 1, written_seq)
-
-    def _resend_pending(self) -> None:
-        first = ra_seq.first(self._pending)
-        if first is not None:
-            self._resend_from(first)
-
-    def _resend_from(self, idx: int) -> None:
-        if idx < self.next_index():
-            self._wal_out.append(self.fold(idx, self.next_index() - 1))
-
     # ---- driver side -----------------------------------------------------
 
-    def take_wal_writes(self) -> list[list[Entry]]:
-        """Batches to hand to the WAL since the last call (driver only)."""
-        out, self._wal_out = self._wal_out, []
-        return out

@@ -1,0 +1,143 @@
+"""What every `ra_log` implementation shares: the written/pending bookkeeping and
+the snapshot accessors.
+
+`MemoryLog` and `DiskLog` store entries differently (a list; memtables plus
+segment files) but agree on everything the server core relies on: an entry
+counts as written only when the WAL says so for the same term, a WAL
+confirmation that does not match the oldest pending write means a write went
+missing and everything pending is sent again, and a snapshot or checkpoint is
+a value ``(meta, machine_state)``. Keeping that in one place keeps the two
+logs' contract identical (tests/ra/test_ra_disk_log_contract.py runs it on both).
+
+A subclass provides ``_first``, ``_last_written``, ``_pending``, ``_wal_out``,
+``_snapshot``, ``_checkpoints``, ``_pending_snapshot``, ``wal_up`` and the
+storage-specific ``next_index``, ``fetch_term`` and ``fold``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ra import seq as ra_seq
+from ra.types import Entry, IdxTerm
+
+#: ``(meta, machine_state)``; meta is ``#{index, term, cluster, machine_version}``.
+Snapshot = tuple[dict[str, Any], Any]
+
+
+def idxterm(snap: Snapshot) -> IdxTerm:
+    """``(index, term)`` of a snapshot or checkpoint."""
+    return (int(snap[0]["index"]), int(snap[0]["term"]))
+
+
+class LogBase:
+    """Bookkeeping shared by the in-memory and the on-disk log."""
+
+    _first: int
+    _last_written: IdxTerm
+    _pending: ra_seq.Seq
+    _wal_out: list[list[Entry]]
+    _snapshot: Snapshot | None
+    _checkpoints: list[Snapshot]
+    _pending_snapshot: tuple[str, Snapshot] | None
+    wal_up: bool
+
+    # ---- storage-specific (subclasses) ---------------------------------------
+
+    def next_index(self) -> int:
+        raise NotImplementedError
+
+    def fetch_term(self, idx: int) -> int | None:
+        raise NotImplementedError
+
+    def fold(self, first: int, last: int) -> list[Entry]:
+        raise NotImplementedError
+
+    # ---- queries --------------------------------------------------------------
+
+    def last_written(self) -> IdxTerm:
+        return self._last_written
+
+    def _term_or_snapshot(self, idx: int) -> int:
+        term = self.fetch_term(idx)
+        if term is not None:
+            return term
+        snap = self.snapshot_index_term()
+        if snap is not None and snap[0] == idx:
+            return snap[1]
+        raise AssertionError(f"no term for index {idx}")
+
+    def exists(self, idx: int, term: int) -> bool:
+        return self.fetch_term(idx) == term
+
+    def snapshot_index_term(self) -> IdxTerm | None:
+        return None if self._snapshot is None else idxterm(self._snapshot)
+
+    def current_snapshot(self) -> Snapshot | None:
+        """The snapshot a leader streams to lagging followers."""
+        return self._snapshot
+
+    def checkpoints(self) -> list[Snapshot]:
+        return list(self._checkpoints)
+
+    def latest_checkpoint_index(self) -> int:
+        return idxterm(self._checkpoints[-1])[0] if self._checkpoints else 0
+
+    def pending_snapshot(self) -> tuple[str, IdxTerm] | None:
+        if self._pending_snapshot is None:
+            return None
+        kind, snap = self._pending_snapshot
+        return kind, idxterm(snap)
+
+    def recovery_snapshot(self) -> Snapshot | None:
+        """Newest of snapshot and checkpoints: what a restart recovers from (§17.2)."""
+        best = self._snapshot
+        if self._checkpoints:
+            ckpt = self._checkpoints[-1]
+            if best is None or idxterm(ckpt)[0] > idxterm(best)[0]:
+                best = ckpt
+        return best
+
+    def can_write(self) -> bool:
+        return self.wal_up
+
+    def pending(self) -> ra_seq.Seq:
+        return list(self._pending)
+
+    # ---- WAL confirmations ------------------------------------------------------
+
+    def _handle_written(self, term: int, written_seq: ra_seq.Seq) -> None:
+        # indexes at or below the snapshot are already covered by it
+        written_seq = ra_seq.floor(self._first, written_seq)
+        while written_seq:
+            last = ra_seq.last(written_seq)
+            assert last is not None
+            if self.fetch_term(last) == term:
+                if last > self._last_written[0]:
+                    self._last_written = (last, term)
+                rest = ra_seq.remove_prefix(written_seq, self._pending)
+                if rest is None:
+                    # the WAL confirmed something that is not what we sent
+                    # first: a write went missing, send everything again
+                    self._resend_pending()
+                else:
+                    self._pending = rest
+                return
+            # overwritten since: only the still-valid prefix is confirmed
+            written_seq = ra_seq.limit(last - 1, written_seq)
+
+    def _resend_pending(self) -> None:
+        first = ra_seq.first(self._pending)
+        if first is not None:
+            self._resend_from(first)
+
+    def _resend_from(self, idx: int) -> None:
+        if idx < self.next_index():
+            self._wal_out.append(self.fold(idx, self.next_index() - 1))
+
+    # ---- driver side --------------------------------------------------------------
+
+    def take_wal_writes(self) -> list[list[Entry]]:
+        """Batches to hand to the WAL since the last call (driver only)."""
+        out, self._wal_out = self._wal_out, []
+        return out
