@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors import Node
+from actors import Node, trace
 
 __all__ = ["RESOURCES", "Alarm"]
 
@@ -45,5 +45,10 @@ class Alarm:
             self.active.add(resource)
         else:
             self.active.discard(resource)
+        if trace.enabled():
+            trace.emit(f"{'mem' if resource == 'memory' else resource}_alarm_"
+                       f"{'on' if active else 'off'}", node=self.node.name,
+                       entity_type="node", entity_id=self.node.name,
+                       value=len(self.readers))
         for reader in list(self.readers):
             self.node.send(reader, ("conserve_resources", resource, active))

@@ -594,14 +594,28 @@ class ChannelProcess:
             elif isinstance(action, Deliver):
                 self.deliver_to_client(action)
             elif isinstance(action, Block):
+                was_blocked = self.credit.blocked()
                 self.credit.block(action.key, self._now_us())
+                self._trace_credit(was_blocked, action.key)
             elif isinstance(action, Unblock):
+                was_blocked = self.credit.blocked()
                 self._send_grants(self.credit.unblock(action.key))
+                self._trace_credit(was_blocked, action.key)
             elif isinstance(action, QueueEol):
                 self.queue_gone(action.queue)
             elif isinstance(action, ConsumerCancelled):
                 self.server_cancel(action.consumer_tag)
         self._maybe_complete_tx()
+
+    def _trace_credit(self, was_blocked: bool, key: Any) -> None:
+        """``credit_blocked`` / ``credit_unblocked`` when the channel stops or resumes
+        granting credit to its reader (value: how many queues block it)."""
+        blocked = self.credit.blocked()
+        if blocked != was_blocked and trace.enabled():
+            trace.emit("credit_blocked" if blocked else "credit_unblocked",
+                       entity_type="channel", entity_id=f"{self.me!r}/{self.number}",
+                       queue=key if isinstance(key, str) else None,
+                       value=len(self.credit.credit_blocked))
 
     def deliver_to_client(self, action: Deliver) -> None:
         tag = action.consumer_tag

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import actors
-from actors import Node
+from actors import Node, trace
 from channel import qq_client
 from channel.backend import (
     Action,
@@ -482,6 +482,14 @@ class QuorumSession:
             q.client = out.state
         return out
 
+    def _trace_soft_limit(self, kind: str, name: str) -> None:
+        """The session crossed ``quorum_commands_soft_limit`` (value: pending commands)."""
+        if trace.enabled():
+            q = self.queues.get(name)
+            pending = None if q is None else len(q.client.pending)
+            trace.emit(kind, entity_type="queue_client", entity_id=f"{self.channel!r}/{name}",
+                       queue=name, value=pending)
+
     def _actions(self, name: str, fifo_actions: list[Any]) -> list[Action]:
         """fifo client actions as channel actions (spec §6.2); the rest is ignored."""
         actions: list[Action] = []
@@ -489,8 +497,10 @@ class QuorumSession:
             match a:
                 case ("block", _cluster):
                     actions.append(Block(name))
+                    self._trace_soft_limit("soft_limit_on", name)
                 case ("unblock", _cluster):
                     actions.append(Unblock(name))
+                    self._trace_soft_limit("soft_limit_off", name)
                 case ("settled", _q, corrs):
                     actions.append(Settled(name, tuple(corrs)))
                 case ("deliver", tag, ack, msgs):

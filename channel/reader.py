@@ -393,9 +393,11 @@ class Reader:
     def state_effects(self, state: str, effects: list[tuple]) -> None:
         if self.state not in RUNNING:
             return
-        if state != self.state and trace.enabled():
+        if (state == "blocked") != (self.state == "blocked") and trace.enabled():
             trace.emit("credit_blocked" if state == "blocked" else "credit_unblocked",
-                       reader=self.me, blocked_by=sorted(self.throttle.blocked_by))
+                       entity_type="reader", entity_id=repr(self.me),
+                       value=len(self.throttle.blocked_by),
+                       blocked_by=sorted(self.throttle.blocked_by))
         self.state = state
         for effect in effects:
             if effect == PAUSE_HEARTBEAT and self.hb_monitor is not None:

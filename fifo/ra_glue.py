@@ -16,8 +16,8 @@ machine:
   the machine's delivery code reads;
 * the dead-letter delivery names the sending Ra server, which only the
   executing process knows;
-* every apply and every ``local`` send is recorded through
-  ``actors.trace.emit`` (``fifo_applied``, ``fifo_send``) so a run can be
+* every apply, state entry, snapshot install and ``local`` send is recorded
+  as the history's ``replica_events`` (`fifo.replica_trace`) so a run can be
   checked replica by replica. A ``local`` send is carried out through a
   ``log`` effect with no indexes and the same ``local`` target: the local rule
   picks the same member, and that member records what it sent.
@@ -33,11 +33,11 @@ from typing import Any
 
 import actors
 from actors import trace
-from fifo import dlx_worker, ra_hooks
+from fifo import dlx_worker, ra_hooks, replica_trace
 from fifo.effects import SELF
 from fifo.machine import MACHINE_VERSION, RabbitFifo
-from fifo.msg import msg_idx
-from fifo.records import RabbitFifoState, erl_sorted
+from fifo.records import RabbitFifoState
+from fifo.replica_trace import replica_view
 from ra import api
 from ra import machine as ra_machine
 from ra.effects import default_node_of
@@ -101,49 +101,9 @@ class RaAux:
         return None if entry is None else _user_command(entry[2])
 
 
-def replica_view(s: RabbitFifoState) -> dict[str, Any]:
-    """What every replica must agree on after applying the same index.
-
-    The service queue in order, each consumer's credit, status and checked-out
-    raft indexes, the ready messages (returns first) and the dead-letter queue.
-    """
-    consumers = {}
-    for key in erl_sorted(s.consumers):
-        c = s.consumers[key]
-        consumers[key] = {
-            "tag": c.cfg.tag, "pid": c.cfg.pid, "status": c.status, "credit": c.credit,
-            "next_msg_id": c.next_msg_id,
-            "checked_out": {mid: msg_idx(m) for mid, m in sorted(c.checked_out.items())},
-        }
-    dlx_out = {} if s.dlx.consumer is None else {
-        mid: msg_idx(m) for mid, (_r, m) in sorted(s.dlx.consumer.checked_out.items())}
-    return {
-        "service_queue": s.service_queue.to_list(),
-        "consumers": consumers,
-        "returns": [msg_idx(m) for m in s.returns],
-        "messages": [msg_idx(m) for m in s.messages.drain_order()],
-        "messages_total": s.messages_total,
-        "dlx_discards": [(r, msg_idx(m)) for r, m in s.dlx.discards],
-        "dlx_checked_out": dlx_out,
-    }
-
-
-def _send_summary(msg: Any) -> dict[str, Any]:
-    match msg:
-        case ("delivery", tag, _plan, plain):
-            return {"msg_kind": "delivery", "tag": tag, "msg_ids": [m for m, _ in plain]}
-        case ("delivery", tag, id_msgs):
-            return {"msg_kind": "delivery", "tag": tag, "msg_ids": [m for m, _ in id_msgs]}
-    return {"msg_kind": msg[0] if isinstance(msg, tuple) and msg else msg}
-
-
 def _record_sends(queue: Any, effects: list[Any]) -> None:
-    if not trace.enabled():
-        return
-    for eff in effects:
-        if isinstance(eff, tuple) and len(eff) == 4 and eff[0] == "send_msg":
-            trace.emit("fifo_send", queue=queue, node=actors.node(), server=actors.self(),
-                       to=eff[1], **_send_summary(eff[2]))
+    if trace.enabled():
+        replica_trace.sent(queue, effects)
 
 
 def _resolve_self(effects: list[Any]) -> list[Any]:
@@ -183,15 +143,22 @@ class QueueMachine:
         return self.inner.overview(s)
 
     def apply(self, meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState) -> tuple[Any, ...]:
+        before = replica_trace.before_apply(s) if trace.enabled() else None
         state, reply, effects = ra_machine.normalise_apply_result(self.inner.apply(meta, cmd, s))
-        if trace.enabled():
-            trace.emit("fifo_applied", queue=state.cfg.name, node=actors.node(),
-                       index=meta["index"], command=cmd[0] if isinstance(cmd, tuple) else cmd,
-                       view=replica_view(state))
+        if before is not None:
+            replica_trace.applied(meta, cmd, state, before)
         return (state, reply, self._adapt(state.cfg.name, effects))
 
     def state_enter(self, ra_state: str, s: RabbitFifoState) -> list[Any]:
+        if trace.enabled():
+            replica_trace.entered(ra_state, s)
         return self._adapt(s.cfg.name, self.inner.state_enter(ra_state, s))
+
+    def snapshot_installed(self, meta: Mapping[str, Any], s: RabbitFifoState,
+                           _old_meta: Any, _old_state: Any) -> list[Any]:
+        if trace.enabled():
+            replica_trace.snapshot_installed(meta, s)
+        return []
 
     def tick(self, ts: int, s: RabbitFifoState) -> list[Any]:
         return self._adapt(s.cfg.name, self.inner.tick(ts, s))
@@ -203,6 +170,8 @@ class QueueMachine:
                    int_state: Any) -> tuple[Any, ...]:
         res = self.inner.handle_aux(ra_state, kind, cmd, aux, RaAux(int_state))
         s: RabbitFifoState = int_state.machine_state
+        if trace.enabled() and cmd == "tick":
+            replica_trace.ticked(s, int_state)
         effects = []
         for eff in ra_machine.flatten(res[-1]):
             if isinstance(eff, tuple) and eff[:2] == ("mod_call", "rabbit_fifo_dlx"):
@@ -245,7 +214,6 @@ class QueueMachine:
             return effects
 
         return run
-
 
 
 def _adapt_results(effects: Any) -> list[Any]:

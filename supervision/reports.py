@@ -4,9 +4,13 @@ Erlang's supervisor writes a report for every start ("progress") and for every
 error (`child_terminated`, `start_error`, `shutdown_error`,
 `reached_max_restart_intensity`). Here they go to the `warren.supervisor`
 logger with the same context names, so a log reads like a SASL log; the
-structured fields are also attached as ``extra`` for tests and handlers. Trace
-points carry only plain values (pids, strings, ints) so any sink can pickle
-them.
+structured fields are also attached as ``extra`` for tests and handlers.
+
+Trace points are the history's ``supervision_events`` (``started``,
+``restarted``, ``crashed``, ``stopped``, ``intensity_exceeded``) keyed by an
+actor path ``<node>/<supervisor>/<child id>`` that stays the same across
+restarts (a restarted dynamic child keeps the path of the one it replaces).
+They carry only plain values (pids, strings, ints) so any sink can pickle them.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import actors
 from actors import trace
-from actors.pid import Pid
+from actors.pid import Pid, is_clean_reason
 from supervision.childspec import Child, Restarting
 
 __all__ = [
@@ -25,6 +30,7 @@ __all__ = [
     "report_progress",
     "trace_child_exit",
     "trace_child_start",
+    "trace_removed",
     "trace_restart",
     "trace_shutdown",
 ]
@@ -76,25 +82,116 @@ def report_progress(child: Child, sup_name: Any) -> None:
              extra={"supervisor": sup_name, "started": _offender(child)})
 
 
-def trace_child_start(sup: Pid, child: Child, pid: Pid) -> None:
+# --- trace points: the history's supervision_events ---------------------------------------
+
+#: actor path -> restarts so far
+_restarts: dict[str, int] = {}
+#: pid of a dynamic child -> its actor path (kept by the child that replaces it)
+_dynamic: dict[Pid, str] = {}
+
+
+def sup_label(sup_name: Any) -> str:
+    """A supervisor's name in actor paths: its registered name, else module and pid."""
+    if isinstance(sup_name, tuple) and len(sup_name) == 2 and isinstance(sup_name[0], Pid):
+        pid, module = sup_name
+        return f"{module}<{pid.serial}.{pid.creation}>"
+    return str(sup_name)
+
+
+def _sup_path(sup_name: Any) -> str:
+    return f"{actors.node()}/{sup_label(sup_name)}"
+
+
+def _child_path(sup_name: Any, child: Child, pid: Any, dynamic: bool = False) -> str:
+    if isinstance(pid, Pid):
+        known = _dynamic.get(pid)
+        if known is not None:
+            return known
+        if dynamic:
+            path = f"{_sup_path(sup_name)}/{plain(child.id)}/{pid.serial}.{pid.creation}"
+            _dynamic[pid] = path
+            return path
+    return f"{_sup_path(sup_name)}/{plain(child.id)}"
+
+
+def _forget(path: str, pid: Any) -> None:
+    if isinstance(pid, Pid) and _dynamic.pop(pid, None) is not None:
+        _restarts.pop(path, None)
+
+
+def actor_class(child: Child) -> str:
+    """What a child runs: the qualified name of its start function."""
+    func = child.func
+    if isinstance(func, tuple) and func:
+        return ":".join(str(f) for f in func[:2])
+    owner = getattr(func, "__self__", None)
+    name = getattr(func, "__qualname__", None) or repr(func)
+    if owner is not None and not isinstance(owner, type):
+        return f"{type(owner).__qualname__}.{getattr(func, '__name__', name)}"
+    return f"{getattr(func, '__module__', '?')}.{name}"
+
+
+def _emit(kind: str, sup_name: Any, path: str, child: Child | None, **fields: Any) -> None:
+    trace.emit(kind, actor_path=path, supervisor=sup_label(sup_name),
+               actor_class=None if child is None else actor_class(child),
+               restart_count=_restarts.get(path, 0), **fields)
+
+
+def trace_child_start(sup_name: Any, child: Child, pid: Pid, *, dynamic: bool = False,
+                      replaces: Pid | None = None) -> None:
+    """``started``, or ``restarted`` when this child (id, or replaced pid) ran before.
+
+    `dynamic` children (``simple_one_for_one``) are told apart by pid; a restarted
+    one names the pid it `replaces`.
+    """
+    if not trace.enabled():
+        return
+    if replaces is not None and replaces in _dynamic:
+        _dynamic[pid] = _dynamic.pop(replaces)
+    path = _child_path(sup_name, child, pid, dynamic)
+    if path in _restarts:
+        _restarts[path] += 1
+        kind = "restarted"
+    else:
+        _restarts[path] = 0
+        kind = "started"
+    _emit(kind, sup_name, path, child, pid=pid, restart=child.restart, type=child.type)
+
+
+def trace_child_exit(sup_name: Any, child: Child, pid: Pid, reason: Any, context: str) -> None:
+    """A child ended: ``crashed`` on an abnormal exit of its own, else ``stopped``.
+
+    `context` is ``"exit"`` (the child ended by itself) or ``"shutdown"`` (stopped).
+    """
+    if not trace.enabled():
+        return
+    path = _child_path(sup_name, child, pid)
+    crashed = context == "exit" and not is_clean_reason(reason)
+    _emit("crashed" if crashed else "stopped", sup_name, path, child, pid=pid,
+          reason=repr(reason), context=context)
+    if context == "shutdown":
+        _forget(path, pid)
+
+
+def trace_removed(sup_name: Any, child: Child, pid: Pid) -> None:
+    """The supervisor dropped an exited child it does not restart (temporary, transient)."""
+    if not trace.enabled():
+        return
+    path = _child_path(sup_name, child, pid)
+    _emit("stopped", sup_name, path, child, pid=pid, reason="not_restarted",
+          context="removed")
+    _forget(path, pid)
+
+
+def trace_restart(sup_name: Any, child: Child, strategy: str, outcome: str) -> None:
+    """A restart whose start failed leaves the child down until the retry."""
+    if trace.enabled() and outcome != "ok":
+        path = _child_path(sup_name, child, child.pid)
+        _emit("crashed", sup_name, path, child, reason="restart_failed", strategy=strategy)
+
+
+def trace_shutdown(sup_name: Any, reason: str) -> None:
+    """The supervisor gives up: ``intensity_exceeded``, or ``stopped`` (auto shutdown)."""
     if trace.enabled():
-        trace.emit("supervisor_child_start", sup=sup, id=plain(child.id), pid=pid,
-                   restart=child.restart, type=child.type)
-
-
-def trace_child_exit(sup: Pid, child_id: Any, pid: Pid, reason: Any, context: str) -> None:
-    """`context` is ``"exit"`` (the child ended by itself) or ``"shutdown"`` (stopped)."""
-    if trace.enabled():
-        trace.emit("supervisor_child_exit", sup=sup, id=plain(child_id), pid=pid,
-                   reason=repr(reason), context=context)
-
-
-def trace_restart(sup: Pid, child_id: Any, strategy: str, outcome: str) -> None:
-    if trace.enabled():
-        trace.emit("supervisor_restart", sup=sup, id=plain(child_id), strategy=strategy,
-                   outcome=outcome)
-
-
-def trace_shutdown(sup: Pid, reason: str) -> None:
-    if trace.enabled():
-        trace.emit("supervisor_shutdown", sup=sup, reason=reason)
+        kind = "intensity_exceeded" if reason == "reached_max_restart_intensity" else "stopped"
+        _emit(kind, sup_name, _sup_path(sup_name), None, reason=reason)

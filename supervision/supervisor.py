@@ -180,7 +180,7 @@ def _do_start_child(state: State, child: Child) -> Any:
     if result[0] == "ok" and result[1] is not None:
         pid = result[1]
         reports.report_progress(dataclasses.replace(child, pid=pid), state.name)
-        reports.trace_child_start(actors.self(), child, pid)
+        reports.trace_child_start(state.name, child, pid)
     return result
 
 
@@ -273,7 +273,7 @@ class SupervisorServer(GenServer):
             result = _do_start_child_i(dyn.template.func, args)
             if result[0] == "ok" and result[1] is not None:
                 dyn.store(result[1], args)
-                reports.trace_child_start(actors.self(), dyn.template, result[1])
+                reports.trace_child_start(state.name, dyn.template, result[1], dynamic=True)
             return result
         try:
             child = check_childspec(arg, state.auto_shutdown)
@@ -435,7 +435,7 @@ class SupervisorServer(GenServer):
         """A child exited on its own: restart it, or drop it and check auto shutdown."""
         pid = child.pid
         assert isinstance(pid, Pid)
-        reports.trace_child_exit(actors.self(), child.id, pid, reason, "exit")
+        reports.trace_child_exit(state.name, child, pid, reason, "exit")
         clean = is_clean_reason(reason)
         if child.is_permanent:
             if clean:
@@ -445,11 +445,13 @@ class SupervisorServer(GenServer):
                 reports.report_error("child_terminated", reason, child, state.name)
             return self._restart(state, child)
         if clean:
+            reports.trace_removed(state.name, child, pid)
             self._del_child(state, child)
             return self._do_auto_shutdown(state, child)
         reports.report_error("child_terminated", reason, child, state.name)
         if child.restart == "transient":
             return self._restart(state, child)
+        reports.trace_removed(state.name, child, pid)
         self._del_child(state, child)
         return self._do_auto_shutdown(state, child)
 
@@ -464,7 +466,7 @@ class SupervisorServer(GenServer):
             elif any(c.pid is not None and c.significant
                      for c in state.children.start_order()):
                 return "ok"
-        reports.trace_shutdown(actors.self(), "auto_shutdown")
+        reports.trace_shutdown(state.name, "auto_shutdown")
         return "shutdown"
 
     def _restart(self, state: State, child: Child) -> str:
@@ -478,11 +480,11 @@ class SupervisorServer(GenServer):
                                               state.intensity)
         if give_up:
             reports.report_error("shutdown", "reached_max_restart_intensity", child, state.name)
-            reports.trace_shutdown(actors.self(), "reached_max_restart_intensity")
+            reports.trace_shutdown(state.name, "reached_max_restart_intensity")
             self._del_child(state, child)
             return "shutdown"
         retry = self._restart_by_strategy(state, child)
-        reports.trace_restart(actors.self(), child.id, state.strategy,
+        reports.trace_restart(state.name, child, state.strategy,
                               "ok" if retry is None else "failed")
         if retry is not None:
             gen_server.cast(actors.self(), ("try_again_restart", retry))
@@ -523,7 +525,8 @@ class SupervisorServer(GenServer):
         if result[0] == "ok":
             dyn.store(result[1], args)
             if result[1] is not None:
-                reports.trace_child_start(actors.self(), child, result[1])
+                reports.trace_child_start(state.name, child, result[1], dynamic=True,
+                                          replaces=old_pid)
             return None
         marker = restarting(old_pid)
         dyn.restarts += 1
@@ -577,17 +580,16 @@ class SupervisorServer(GenServer):
         if not isinstance(pid, Pid):
             return
         clean, reason = shutdown(child)
-        reports.trace_child_exit(actors.self(), child.id, pid, reason, "shutdown")
+        reports.trace_child_exit(state.name, child, pid, reason, "shutdown")
         if not clean:
             reports.report_error("shutdown_error", reason, child, state.name)
 
     def _terminate_dynamic_children(self, state: State) -> None:
         dyn = state.dynamics
         assert dyn is not None
-        me = actors.self()
         errors: list[tuple[Any, list[Pid]]] = []
         for pid, reason, clean in terminate_dynamic_children(dyn.template, dyn.pids()):
-            reports.trace_child_exit(me, None, pid, reason, "shutdown")
+            reports.trace_child_exit(state.name, dyn.template, pid, reason, "shutdown")
             if clean:
                 continue
             for known, pids in errors:

@@ -23,6 +23,7 @@ import pytest
 
 import actors
 from actors import trace
+from fifo import replica_trace
 from fifo.dlx_worker import DLX_SUP, DlxWorkerEnv, start_dlx_sup
 from fifo.mc import BasicMessage
 from fifo.ra_glue import start_queue
@@ -148,6 +149,7 @@ def dlx_children() -> list[Any]:
 def dlq() -> Iterator[DlQueue]:
     record = Record()
     previous = trace.set_sink(record.sink)
+    views = replica_trace.record_views(True)
     cluster = make_cluster()
     try:
         a, b, c = cluster.nodes
@@ -165,6 +167,8 @@ def dlq() -> Iterator[DlQueue]:
         for node in cluster.nodes:
             node.stop()
         trace.set_sink(previous)
+        replica_trace.record_views(views)
+        replica_trace.forget()
 
 
 def dead_letter(q: DlQueue, *bodies: bytes, key: str = "k") -> None:

@@ -6,7 +6,8 @@ applies every command, so all of them must hold the same service queue after
 every log index; but a delivery to a consumer is sent by exactly one member:
 the one on the consumer's node (the ``local`` rule), never by the leader on
 its behalf. The members record what they apply and what they send through
-``actors.trace``; the tests read that record.
+``actors.trace`` (``applied`` with the full replica view, ``local_delivery``); the
+tests read that record.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 import actors
 from actors import trace
-from fifo import queue_session
+from fifo import queue_session, replica_trace
 from fifo.ra_glue import start_queue
 from fifo.records import RabbitFifoState
 from ra import api
@@ -42,10 +43,12 @@ class Record:
     dlx_sends: list[tuple[str, Any]] = field(default_factory=list)
 
     def sink(self, kind: str, fields: dict[str, Any]) -> None:
-        if kind == "fifo_applied":
-            self.views[fields["index"]][fields["node"]] = fields["view"]
-        elif kind == "fifo_send" and fields["msg_kind"] == "delivery":
-            self.sends.append((fields["node"], fields["to"], fields["tag"], fields["msg_ids"]))
+        if kind == "applied" and "view" in fields:
+            self.views[fields["raft_index"]][fields["node"]] = fields["view"]
+        elif kind == "local_delivery" and fields["delivery_id"] == fields["delivery_ids"][0]:
+            # one entry per send: the row of its first message
+            self.sends.append((fields["node"], fields["to"], fields["tag"],
+                               fields["delivery_ids"]))
 
     def assert_replicas_agree(self, nodes: list[str]) -> int:
         """Every index applied by `nodes` left them in the same state; returns how many."""
@@ -89,6 +92,7 @@ def queue() -> Iterator[Queue]:
     """Queue ``q1`` on A, B, C with B leading; the test runs as a process on A."""
     record = Record()
     previous = trace.set_sink(record.sink)
+    views = replica_trace.record_views(True)
     cluster = make_cluster()
     try:
         a, b, c = cluster.nodes
@@ -103,6 +107,8 @@ def queue() -> Iterator[Queue]:
         for node in cluster.nodes:
             node.stop()
         trace.set_sink(previous)
+        replica_trace.record_views(views)
+        replica_trace.forget()
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -13,8 +13,7 @@ from actors import trace
 from .sup_helpers import down_of, expect, tagged
 from .sup_workers import StaticSup, worker_spec
 
-KINDS = ("supervisor_child_start", "supervisor_child_exit", "supervisor_restart",
-         "supervisor_shutdown")
+KINDS = ("started", "restarted", "crashed", "stopped", "intensity_exceeded")
 
 
 @pytest.fixture
@@ -34,13 +33,15 @@ def test_supervisor_trace_points(me, recorded):
     actors.exit(second, "boom")
     expect(down_of(sup))
     ours = [(k, f) for k, f in recorded if k in KINDS]
-    assert [(k, f.get("pid"), f.get("outcome") or f.get("reason")) for k, f in ours] == [
-        ("supervisor_child_start", first, None),
-        ("supervisor_child_exit", first, "'boom'"),
-        ("supervisor_child_start", second, None),
-        ("supervisor_restart", None, "ok"),
-        ("supervisor_child_exit", second, "'boom'"),
-        ("supervisor_shutdown", None, "reached_max_restart_intensity"),
+    label = f"StaticSup<{sup.serial}.{sup.creation}>"
+    path = f"{actors.node()}/{label}"
+    assert [(k, f["actor_path"], f.get("pid"), f.get("reason"), f["restart_count"])
+            for k, f in ours] == [
+        ("started", f"{path}/a", first, None, 0),
+        ("crashed", f"{path}/a", first, "'boom'", 0),
+        ("restarted", f"{path}/a", second, None, 1),
+        ("crashed", f"{path}/a", second, "'boom'", 1),
+        ("intensity_exceeded", path, None, "reached_max_restart_intensity", 0),
     ]
-    assert all(f["sup"] == sup for _k, f in ours)
+    assert {f["supervisor"] for _k, f in ours} == {label}
     assert pickle.loads(pickle.dumps(ours)) == ours

@@ -1,0 +1,568 @@
+"""The history of each replica of a quorum queue (``replica_events``).
+
+Every Ra member of a queue applies every committed entry through
+`fifo.ra_glue.QueueMachine`; that wrapper hands each apply, state entry and
+``local`` send to this module, which records them through ``actors.trace``
+with the fields of the history schema:
+
+* ``applied`` for every applied entry, machine commands and the Raft-level
+  entries the machine never sees (``noop``, ``cluster_change``), with the
+  entry's term, a digest of its canonical encoding and, every
+  `digest_every()` indexes, a digest of a replica-independent projection of
+  the machine state (`replica_view`);
+* ``service_queue`` for each message handed to a consumer while applying (the
+  same decisions on every member), ``local_delivery`` when this member really
+  sent it;
+* ``recovered``, ``role_change``, ``leader_elected``, ``snapshot_installed``,
+  ``snapshot_taken``;
+* ``dlx_discard`` / ``dlx_settled`` for messages entering and leaving the
+  at-least-once dead-letter backlog.
+
+Recording is a side effect outside the machine state: nothing here changes
+what the machine computes. The machine callbacks do not receive the Ra
+server's state, which holds what the history also needs (current term,
+leader, the log for entries the machine is not called for, the index a
+recovery starts from); `_server_state` finds it in the calling frames of
+the Ra server's apply loop, and every field that needs it is left empty when
+the machine runs outside a Ra server (unit tests).
+
+Server names are ``<queue>@<node>`` with the node's short name (``q1@n2``),
+so the node a server runs on is the part after the last ``@``; consumer
+nodes use the same short name. A consumer's key is
+``<conn_id>/<channel_id>/<consumer_tag>`` when the consumer stated its
+connection and channel in the ``x-warren-consumer`` argument
+(``<conn_id>/<channel_id>``), otherwise ``<pid>//<consumer_tag>``.
+
+The state digest period comes from ``WARREN_STATE_DIGEST_EVERY`` (default 1),
+read when this module is imported; every member records the same indexes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections import deque
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
+
+import actors
+from actors import trace
+from fifo import mc
+from fifo.commands import get_msg
+from fifo.msg import Msg, get_header, msg_header, msg_idx
+from fifo.records import RabbitFifoState, erl_sorted
+from ra.state import ServerState
+from ra.types import NOOP, RA_CLUSTER, RA_CLUSTER_CHANGE, USR
+
+__all__ = [
+    "CONSUMER_ARG",
+    "DIGEST_EVERY_ENV",
+    "ID_HEADER",
+    "Before",
+    "applied",
+    "before_apply",
+    "canonical",
+    "digest",
+    "digest_every",
+    "entered",
+    "forget",
+    "record_views",
+    "replica_view",
+    "sent",
+    "set_digest_every",
+    "snapshot_installed",
+    "ticked",
+]
+
+#: message header carrying the workload's message id
+ID_HEADER = "x-warren-id"
+#: consumer argument naming the consumer's ``<conn_id>/<channel_id>``
+CONSUMER_ARG = "x-warren-consumer"
+DIGEST_EVERY_ENV = "WARREN_STATE_DIGEST_EVERY"
+#: bound of the per-replica caches (message ids by raft index, pending sends)
+CACHE_MAX = 100_000
+#: how far up the call stack the Ra server's state is looked for
+_FRAME_DEPTH = 8
+
+
+def _env_digest_every() -> int:
+    try:
+        return max(1, int(os.environ.get(DIGEST_EVERY_ENV, "1")))
+    except ValueError:
+        return 1
+
+
+_digest_every = _env_digest_every()
+_views = False
+
+
+def digest_every() -> int:
+    """K: ``applied`` rows carry a state digest when ``raft_index % K == 0``."""
+    return _digest_every
+
+
+def set_digest_every(k: int) -> int:
+    """Change K (at least 1); returns the previous value."""
+    global _digest_every
+    previous, _digest_every = _digest_every, max(1, int(k))
+    return previous
+
+
+def record_views(on: bool) -> bool:
+    """Also put the whole `replica_view` on ``applied`` rows (large; for debugging)."""
+    global _views
+    previous, _views = _views, bool(on)
+    return previous
+
+
+# --- canonical encoding and digests ----------------------------------------------------------
+
+
+def canonical(term: Any) -> bytes:
+    """A byte encoding of `term` that depends only on its value, never on the process."""
+    out = bytearray()
+    _encode(term, out)
+    return bytes(out)
+
+
+def digest(term: Any) -> int:
+    """Signed 64-bit BLAKE2b digest of `canonical(term)`."""
+    raw = hashlib.blake2b(canonical(term), digest_size=8).digest()
+    return int.from_bytes(raw, "big", signed=True)
+
+
+def _sized(tag: bytes, data: bytes, out: bytearray) -> None:
+    out += tag
+    out += str(len(data)).encode()
+    out += b":"
+    out += data
+
+
+def _encode(x: Any, out: bytearray) -> None:
+    if x is None:
+        out += b"N"
+    elif x is True:
+        out += b"T"
+    elif x is False:
+        out += b"F"
+    elif isinstance(x, int):
+        out += b"i" + str(x).encode() + b";"
+    elif isinstance(x, float):
+        out += b"f" + repr(x).encode() + b";"
+    elif isinstance(x, str):
+        _sized(b"s", x.encode(), out)
+    elif isinstance(x, bytes | bytearray | memoryview):
+        _sized(b"b", bytes(x), out)
+    elif isinstance(x, tuple):
+        _items(b"(", x, out)
+    elif isinstance(x, list | deque):
+        _items(b"[", x, out)
+    elif isinstance(x, Mapping):
+        out += b"{"
+        for k, v in sorted((canonical(k), canonical(v)) for k, v in x.items()):
+            out += k
+            out += v
+        out += b"}"
+    elif isinstance(x, set | frozenset):
+        out += b"<"
+        for item in sorted(canonical(i) for i in x):
+            out += item
+        out += b">"
+    elif is_dataclass(x) and not isinstance(x, type):
+        _sized(b"D", type(x).__name__.encode(), out)
+        _items(b"(", [getattr(x, f.name) for f in fields(x)], out)
+    else:
+        _sized(b"r", repr(x).encode(), out)
+
+
+def _items(tag: bytes, items: Iterable[Any], out: bytearray) -> None:
+    out += tag
+    for item in items:
+        _encode(item, out)
+    out += b")"
+
+
+def replica_view(s: RabbitFifoState) -> dict[str, Any]:
+    """What every replica must agree on after applying the same index.
+
+    The service queue in order, each consumer's credit, status and checked-out
+    raft indexes, the ready messages (returns first), the enqueuers' next
+    sequence numbers and the dead-letter queue: values only (pids by node and
+    serial), so equal states give equal canonical encodings on every node.
+    """
+    consumers = {}
+    for key in erl_sorted(s.consumers):
+        c = s.consumers[key]
+        consumers[key] = {
+            "tag": c.cfg.tag, "pid": c.cfg.pid, "status": c.status, "credit": c.credit,
+            "next_msg_id": c.next_msg_id,
+            "checked_out": {mid: msg_idx(m) for mid, m in sorted(c.checked_out.items())},
+        }
+    dlx_out = {} if s.dlx.consumer is None else {
+        mid: msg_idx(m) for mid, (_r, m) in sorted(s.dlx.consumer.checked_out.items())}
+    return {
+        "service_queue": s.service_queue.to_list(),
+        "consumers": consumers,
+        "returns": [msg_idx(m) for m in s.returns],
+        "messages": [msg_idx(m) for m in s.messages.drain_order()],
+        "messages_total": s.messages_total,
+        "enqueuers": {pid: e.next_seqno for pid, e in s.enqueuers.items()},
+        "dlx_discards": [(r, msg_idx(m)) for r, m in s.dlx.discards],
+        "dlx_checked_out": dlx_out,
+    }
+
+
+# --- names -----------------------------------------------------------------------------------
+
+
+def short_node(node: Any) -> str:
+    """``n2`` for ``n2@127.0.0.1:5000``: the node name servers and consumers are keyed by."""
+    return str(node).partition("@")[0]
+
+
+def _queue_name(s: RabbitFifoState) -> str:
+    res = s.cfg.resource
+    if isinstance(res, tuple) and len(res) == 4 and res[0] == "resource":
+        return str(res[3])
+    return str(s.cfg.name)
+
+
+def _server_name(queue: str, server_id: Any) -> str | None:
+    if isinstance(server_id, tuple) and len(server_id) == 2:
+        return f"{queue}@{short_node(server_id[1])}"
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode(errors="replace")
+    return None if value is None else str(value)
+
+
+def _consumer_key(tag: Any, pid: Any, meta: Mapping[str, Any] | None) -> str:
+    args = dict((meta or {}).get("args") or [])
+    ident = _text(args.get(CONSUMER_ARG))
+    if ident:
+        return f"{ident}/{_text(tag) or ''}"
+    return f"{pid!r}//{_text(tag) or ''}"
+
+
+def _pid_node(pid: Any) -> str | None:
+    node = getattr(pid, "node", None)
+    return None if node is None else short_node(node)
+
+
+def warren_id(msg: Any) -> int | None:
+    """The workload's message id (header ``x-warren-id``) of a stored message, if any."""
+    value = mc.get_annotation(ID_HEADER, msg)
+    if value is None:
+        headers = getattr(msg, "headers", None)
+        if callable(headers):
+            try:
+                value = headers().get(ID_HEADER)
+            except Exception:  # a message whose properties do not decode has no id
+                return None
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode(errors="replace")
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _attempt(header: Any) -> int:
+    """Earlier deliveries of a message: what the consumer sees as ``x-delivery-count``."""
+    acquired = get_header("acquired_count", header)
+    if not isinstance(acquired, int):
+        acquired = get_header("delivery_count", header)
+    return acquired if isinstance(acquired, int) else 0
+
+
+def cmd_type(cmd: Any) -> str:
+    """The history's name of a machine command (``e`` is an ``enqueue``)."""
+    match cmd:
+        case ("e", *_):
+            return "enqueue"
+        case ("dlx", (str() as op, *_)):
+            return f"dlx_{op}"
+        case (str() as name, *_):
+            return name
+        case str():
+            return cmd
+    return type(cmd).__name__
+
+
+def _enqueued_msg(cmd: Any) -> Any:
+    try:
+        return get_msg(cmd)
+    except ValueError:
+        return None
+
+
+# --- per-replica bookkeeping -----------------------------------------------------------------
+
+
+@dataclass
+class _Replica:
+    queue: str
+    server: str
+    node: str
+    emitter: str
+    role: str | None = None
+    last_index: int | None = None
+    snapshot_index: int | None = None
+    #: raft index of an enqueue -> workload message id
+    msg_ids: dict[int, int | None] = field(default_factory=dict)
+    #: (consumer pid, tag, consumer's msg id) -> (raft index, msg id, attempt, key)
+    decided: dict[tuple[Any, Any, int], tuple[int, int | None, int, str]] = field(
+        default_factory=dict)
+    #: (consumer pid, tag) -> consumer key
+    keys: dict[tuple[Any, Any], str] = field(default_factory=dict)
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        trace.emit(kind, node=self.node, emitter=self.emitter, queue=self.queue,
+                   server=self.server, role=self.role, **fields)
+
+
+_REPLICAS: dict[tuple[Any, str], _Replica] = {}
+
+
+def _replica(s: RabbitFifoState) -> _Replica:
+    node = actors.node()
+    key = (s.cfg.name, node)
+    r = _REPLICAS.get(key)
+    if r is None:
+        queue = _queue_name(s)
+        r = _Replica(queue, f"{queue}@{short_node(node)}", node, f"{node}/ra/{queue}")
+        _REPLICAS[key] = r
+    return r
+
+
+def forget() -> None:
+    """Drop every replica's bookkeeping (tests that restart nodes in one process)."""
+    _REPLICAS.clear()
+
+
+def _bounded_put(d: dict[Any, Any], key: Any, value: Any) -> None:
+    d[key] = value
+    if len(d) > CACHE_MAX:
+        del d[next(iter(d))]
+
+
+def _server_state() -> ServerState | None:
+    """The Ra server state whose machine is being called, from the calling frames."""
+    frame = sys._getframe(2)
+    for _ in range(_FRAME_DEPTH):
+        if frame is None:
+            return None
+        s = frame.f_locals.get("s")
+        if isinstance(s, ServerState):
+            return s
+        frame = frame.f_back
+    return None
+
+
+# --- apply -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Before:
+    """What an apply is compared with: consumers' next msg ids and the dead-letter backlog."""
+
+    next_ids: dict[Hashable, int]
+    dlx: dict[int, str] | None
+
+
+def _dlx_backlog(s: RabbitFifoState) -> dict[int, str] | None:
+    if s.cfg.dead_letter_handler != "at_least_once":
+        return None
+    out = {msg_idx(m): reason for reason, m in s.dlx.discards}
+    if s.dlx.consumer is not None:
+        out.update((msg_idx(m), reason) for reason, m in s.dlx.consumer.checked_out.values())
+    return out
+
+
+def before_apply(s: RabbitFifoState) -> Before:
+    return Before({k: c.next_msg_id for k, c in s.consumers.items()}, _dlx_backlog(s))
+
+
+def applied(meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState, before: Before) -> None:
+    """Record one machine apply on this member (called after it, with its result state)."""
+    r = _replica(s)
+    srv = _server_state()
+    idx, term = int(meta["index"]), meta.get("term")
+    if srv is not None and r.last_index is not None and idx > r.last_index + 1:
+        _fill_raft_entries(r, srv, r.last_index + 1, idx)
+    r.last_index = idx
+    msg = _enqueued_msg(cmd)
+    msg_id = None if msg is None else warren_id(msg)
+    if msg is not None:
+        _bounded_put(r.msg_ids, idx, msg_id)
+    extra: dict[str, Any] = {}
+    if idx % _digest_every == 0:
+        view = replica_view(s)
+        extra["state_digest"] = digest(view)
+        if _views:
+            extra["view"] = view
+    r.emit("applied", raft_term=term, raft_index=idx, cmd_type=cmd_type(cmd),
+           cmd_digest=digest(cmd), msg_id=msg_id, **extra)
+    _decisions(r, srv, s, before, idx, term)
+    if before.dlx is not None:
+        _dead_letters(r, srv, s, before.dlx, idx, term)
+
+
+def _fill_raft_entries(r: _Replica, srv: ServerState, lo: int, hi: int) -> None:
+    """``applied`` rows for the entries between two machine applies (noops, cluster changes)."""
+    for j in range(lo, hi):
+        entry = srv.log.fetch(j)
+        if entry is None:
+            return
+        _, term, cmd = entry
+        match cmd:
+            case (tag, *_) if tag == NOOP:
+                kind = "noop"
+            case (tag, *_) if tag == RA_CLUSTER_CHANGE:
+                kind = "cluster_change"
+            case (tag, _m, "delete", *_) if tag == RA_CLUSTER:
+                kind = "delete"
+            case (tag, _m, data, *_) if tag == USR:
+                kind = cmd_type(data)
+            case _:
+                kind = "unknown"
+        r.emit("applied", raft_term=term, raft_index=j, cmd_type=kind, cmd_digest=digest(cmd))
+        r.last_index = j
+
+
+def _msg_id_at(r: _Replica, srv: ServerState | None, idx: int) -> int | None:
+    if idx in r.msg_ids:
+        return r.msg_ids[idx]
+    if srv is None:
+        return None
+    entry = srv.log.fetch(idx)
+    if entry is None or not (isinstance(entry[2], tuple) and entry[2][:1] == (USR,)):
+        return None
+    msg = _enqueued_msg(entry[2][2])
+    msg_id = None if msg is None else warren_id(msg)
+    _bounded_put(r.msg_ids, idx, msg_id)
+    return msg_id
+
+
+def _decisions(r: _Replica, srv: ServerState | None, s: RabbitFifoState, before: Before,
+               idx: int, term: Any) -> None:
+    for key, c in s.consumers.items():
+        first = before.next_ids.get(key, 0)
+        if c.next_msg_id == first:
+            continue
+        pid, tag = c.cfg.pid, c.cfg.tag
+        ckey = r.keys.get((pid, tag))
+        if ckey is None:
+            ckey = _consumer_key(tag, pid, c.cfg.meta)
+            _bounded_put(r.keys, (pid, tag), ckey)
+        cnode = _pid_node(pid)
+        for cmid in range(first, c.next_msg_id):
+            m = c.checked_out.get(cmid)
+            if m is None:
+                continue
+            msg_id = _msg_id_at(r, srv, msg_idx(m))
+            attempt = _attempt(msg_header(m))
+            _bounded_put(r.decided, (pid, tag, cmid), (idx, msg_id, attempt, ckey))
+            r.emit("service_queue", raft_term=term, raft_index=idx, msg_id=msg_id,
+                   consumer_key=ckey, consumer_node=cnode, attempt=attempt,
+                   delivery_id=cmid)
+
+
+def _dead_letters(r: _Replica, srv: ServerState | None, s: RabbitFifoState,
+                  before: dict[int, str], idx: int, term: Any) -> None:
+    after = _dlx_backlog(s) or {}
+    for ridx in sorted(after.keys() - before.keys()):
+        r.emit("dlx_discard", raft_term=term, raft_index=idx,
+               msg_id=_msg_id_at(r, srv, ridx), reason=after[ridx], msg_index=ridx)
+    for ridx in sorted(before.keys() - after.keys()):
+        r.emit("dlx_settled", raft_term=term, raft_index=idx,
+               msg_id=_msg_id_at(r, srv, ridx), reason=before[ridx], msg_index=ridx)
+
+
+# --- roles, recovery, snapshots --------------------------------------------------------------
+
+
+def entered(ra_state: str, s: RabbitFifoState) -> None:
+    """The member entered Raft state `ra_state` (``recover``, ``follower``, ``leader`` ...)."""
+    r = _replica(s)
+    srv = _server_state()
+    previous, r.role = r.role, ra_state
+    term = None if srv is None else srv.current_term
+    if ra_state == "recover" and srv is not None:
+        r.last_index = srv.last_applied
+        r.emit("recovered", raft_term=term, raft_index=srv.last_applied)
+    leader = None if srv is None else _server_name(r.queue, srv.leader_id)
+    if ra_state == "leader":
+        leader = r.server
+    r.emit("role_change", raft_term=term, leader=leader, previous=previous)
+    if ra_state == "leader":
+        r.emit("leader_elected", raft_term=term, leader=r.server)
+
+
+def snapshot_installed(meta: Mapping[str, Any], s: RabbitFifoState) -> None:
+    """A snapshot from the leader replaced the state: applies resume after its index."""
+    r = _replica(s)
+    idx = int(meta["index"])
+    r.last_index = r.snapshot_index = idx
+    cluster = meta.get("cluster") or {}
+    members = [n for n in (_server_name(r.queue, sid) for sid in cluster) if n is not None]
+    r.emit("snapshot_installed", raft_term=meta.get("term"), raft_index=idx,
+           members=sorted(members))
+
+
+def ticked(s: RabbitFifoState, srv: Any) -> None:
+    """A periodic look at the server: records a snapshot this member took since the last."""
+    snap = srv.log.snapshot_index_term()
+    if snap is None:
+        return
+    r = _replica(s)
+    if snap[0] != r.snapshot_index:
+        r.snapshot_index = snap[0]
+        r.emit("snapshot_taken", raft_term=snap[1], raft_index=snap[0])
+
+
+# --- sends -----------------------------------------------------------------------------------
+
+
+def _delivered(msg: Any) -> tuple[Any, list[tuple[int, Any, Msg | None, Any]]] | None:
+    """``(tag, [(consumer msg id, header, message ref, body)])`` of a delivery message."""
+    match msg:
+        case ("delivery", tag, _plan, plain):
+            return tag, [(cmid, h, (i, h), None) for cmid, (i, h) in plain]
+        case ("delivery", tag, id_msgs):
+            return tag, [(cmid, h, None, body) for cmid, (h, body) in id_msgs]
+    return None
+
+
+def sent(ra_name: Any, effects: list[Any]) -> None:
+    """``local_delivery`` for each message of the ``send_msg`` deliveries in `effects`."""
+    r = None
+    for eff in effects:
+        if not (isinstance(eff, tuple) and len(eff) == 4 and eff[0] == "send_msg"):
+            continue
+        found = _delivered(eff[2])
+        if found is None:
+            continue
+        if r is None:
+            r = _REPLICAS.get((ra_name, actors.node()))
+            if r is None:
+                return
+        pid, (tag, items) = eff[1], found
+        ids = [cmid for cmid, *_ in items]
+        for cmid, header, ref, body in items:
+            decided = r.decided.pop((pid, tag, cmid), None)
+            if decided is not None:
+                idx, msg_id, attempt, ckey = decided
+            else:
+                idx, attempt = None, _attempt(header)
+                ckey = r.keys.get((pid, tag)) or _consumer_key(tag, pid, None)
+                msg_id = (warren_id(body) if ref is None
+                          else r.msg_ids.get(msg_idx(ref)))
+            r.emit("local_delivery", raft_index=idx, msg_id=msg_id, consumer_key=ckey,
+                   consumer_node=_pid_node(pid), attempt=attempt, to=pid, tag=tag,
+                   delivery_id=cmid, delivery_ids=ids)
