@@ -6,13 +6,14 @@ seconds. The on-disk format is an Arrow IPC stream, readable up to its last comp
 batch, because the kill nemesis SIGKILLs node processes and a Parquet file without
 its footer is unreadable. Segments rotate at `segment_bytes`.
 
-Layout: `<run_dir>/raw/<table>/<node>/<process>-<n>.arrows`.
+Layout: `<run_dir>/raw/<table>/<node>/<process>-<os pid>-<n>.arrows`.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -70,7 +71,9 @@ class _TableWriter:
 
     def _open(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / f"{self.process}-{self.segment}.arrows"
+        # one name per OS process and segment: a node restarted in the same run
+        # writes beside what its killed predecessor recorded, never over it
+        path = self.directory / f"{self.process}-{os.getpid()}-{self.segment}.arrows"
         self.sink = pa.OSFile(str(path), "wb")
         self.writer = ipc.new_stream(self.sink, self.schema)
 

@@ -34,6 +34,7 @@ from broker.metadata import CLUSTER_NAME, PROJECTION
 from broker.registry import MetadataRegistry
 from broker.store import Metadata, MetadataView, ProjectionServer
 from broker.topology import ReplicatedTopology
+from broker.users import ReplicatedUsers
 from channel.config import BrokerContext, Config
 from supervision import supervisor
 
@@ -207,7 +208,8 @@ class BrokerNode:
         self.backend = _make_backend(config.backend, self)
         self._wire_dead_lettering()
         amqp = Config(**config.amqp)
-        self.ctx = BrokerContext(node, self.backend, amqp, topology=self.topology)
+        self.ctx = BrokerContext(node, self.backend, amqp, topology=self.topology,
+                                 users=ReplicatedUsers(self.metadata))
         self.sup: Any = None
 
     def _wire_dead_lettering(self) -> None:
@@ -242,6 +244,8 @@ class BrokerNode:
             {"id": "rabbit_fifo_dlx_worker", "start": (_start_dlx_worker, []),
              "restart": "temporary"}])
         return [
+            # the recorder first: what Ra recovers at boot is history too
+            _gen(RecorderServer, self, "recorder"),
             _gen(NetServer, self, NET),
             {"id": "ra_systems_sup", "type": "supervisor",
              "start": (_start_ra, [self.ra_config()])},
@@ -250,7 +254,6 @@ class BrokerNode:
             {"id": DLX_SUP, "type": "supervisor",
              "start": (supervisor.start_link, [dlx, None, DLX_SUP])},
             _gen(ListenerServer, self, "amqp_listener"),
-            _gen(RecorderServer, self, "recorder"),
         ]
 
     def start(self) -> BrokerNode:

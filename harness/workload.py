@@ -390,8 +390,11 @@ class Consumer(_Client):
         self.tag_n += 1
         tag = f"{self.conn_id}-ctag{self.tag_n}"
         self.consumer_tag = tag
+        # the broker cannot see the client's connection id: this argument names the
+        # consumer as the history's consumer_key does (conn_id/channel_id/tag)
+        who = {"x-warren-consumer": f"{self.conn_id}/{channel.channel_number}"}
         channel.basic_consume(self.spec.queue, self._on_message, auto_ack=False,
-                              consumer_tag=tag,
+                              consumer_tag=tag, arguments=who,
                               callback=lambda _frame: self._consume_ok(channel, tag))
 
     def _consume_ok(self, channel: Any, tag: str) -> None:
