@@ -155,6 +155,16 @@ def _apply_noop(
     idx: int, term: int, cmd_meta: dict[str, Any], next_ver: int,
     s: ServerState, out: Effects, notifys: dict[Any, list[tuple[Any, Any]]],
 ) -> None:
+    """A noop (spec §8.2, §19): the effective machine version only moves forward.
+
+    A higher version this code supports switches the module (`which_module`),
+    records ``(idx, version)`` in ``machine_versions`` and applies
+    ``("machine_version", old, new)`` through the new module, so the machine
+    converts its state exactly once, at this index, on every member. A
+    higher version this code lacks is adopted as the effective version
+    without advancing ``last_applied``: the member keeps replicating but
+    applies nothing more until it is restarted with newer code.
+    """
     cfg = s.cfg
     # the noop of the current term being applied lets membership changes proceed
     permit = term == s.current_term
@@ -165,10 +175,12 @@ def _apply_noop(
         cfg.effective_machine_version = next_ver
         cfg.machine_versions.insert(0, (idx, next_ver))
         cfg.effective_machine_module = module
-        _apply_usr(idx, term, dict(cmd_meta), ("machine_version", old_ver, next_ver), "none",
+        # Ra builds this command's meta twice and the first build, carrying the
+        # version of the local code rather than `next_ver`, wins; kept as is.
+        inner = augment_command_meta(idx, term, cfg.machine_version, None, cmd_meta)
+        _apply_usr(idx, term, inner, ("machine_version", old_ver, next_ver), "none",
                    s, out, notifys)
     elif next_ver > old_ver:
-        # a version this code cannot run: stop applying until restarted with newer code
         cfg.effective_machine_version = next_ver
     else:
         s.cluster_change_permitted = s.cluster_change_permitted or permit

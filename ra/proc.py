@@ -699,9 +699,14 @@ class RaServerProc:
             "snapshot_index": snap[0] if snap is not None else None,
             "members": list(s.cluster),
             "cluster": {sid: {"next_index": p.next_index, "match_index": p.match_index,
-                              "commit_index_sent": p.commit_index_sent, "status": p.status}
+                              "commit_index_sent": p.commit_index_sent, "status": p.status,
+                              "machine_version": p.machine_version}
                         for sid, p in s.peers().items()},
             "membership": s.membership,
+            # spec §19: what this code supports, what the cluster runs, and since when
+            "machine_version": s.cfg.machine_version,
+            "effective_machine_version": s.cfg.effective_machine_version,
+            "machine_versions": list(s.cfg.machine_versions),
             "machine": ra_machine.overview(s.cfg.effective_machine_module, s.machine_state),
         }
 

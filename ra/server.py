@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ra import consistent_queries, deletion
+from ra import consistent_queries, deletion, versioning
 from ra import machine as ra_machine
 from ra.apply import DeleteAndTerminate, apply_to
 from ra.log import WalDown
@@ -74,6 +74,8 @@ from ra.types import (
     Entry,
     HeartbeatReply,
     HeartbeatRpc,
+    InfoReply,
+    InfoRpc,
     InstallSnapshotResult,
     InstallSnapshotRpc,
     PreVoteResult,
@@ -81,7 +83,6 @@ from ra.types import (
     RequestVoteResult,
     RequestVoteRpc,
     ServerId,
-    noop,
 )
 
 Effects = list[Any]
@@ -157,8 +158,10 @@ def tick(raft_state: str, s: ServerState) -> Effects:
     """``tick_timeout``: the leader re-sends to stale peers and ticks the machine."""
     if raft_state == LEADER:
         rpcs = make_rpcs(s)
+        # peers restarted with newer code are noticed here (spec §19)
+        info = versioning.info_rpc_effects(s)
         mac = ra_machine.call_tick(s.cfg.effective_machine_module, s.now_ms, s.machine_state)
-        return rpcs + mac + [("aux", "tick")]
+        return rpcs + info + mac + [("aux", "tick")]
     if raft_state in (FOLLOWER, AWAIT_CONDITION):
         return [("aux", "tick")]
     if raft_state == TERMINATING_LEADER:
@@ -299,13 +302,8 @@ def process_pre_vote(fsm_state: str, rpc: PreVoteRpc, s: ServerState) -> Result:
 
 
 def post_election_effects(s: ServerState) -> Effects:
-    """The new leader's noop (spec §6.4)."""
-    strategy = s.cfg.system_config.get("machine_upgrade_strategy", "all")
-    if not s.peers() or strategy == "quorum":
-        ver = ra_machine.version(s.cfg.machine)
-    else:
-        ver = s.cfg.effective_machine_version
-    return [("next_event", "cast", ("command", noop(s.now_ms, ver)))]
+    """The new leader's noop and version requests (spec §6.4, `ra.versioning`)."""
+    return versioning.post_election_effects(s)
 
 
 def _become_leader(s: ServerState) -> Result:
@@ -461,6 +459,12 @@ def _handle_leader_msg(msg: Any, s: ServerState) -> Result:
             return LEADER, s, []
         case ("transfer_leadership", target):
             return _transfer_leadership(target, s)
+        case InfoRpc(term=term) | InfoReply(term=term) if term > cur:
+            return _step_down(term, s, [("next_event", msg)])
+        case InfoRpc():
+            return LEADER, s, [versioning.info_reply_effect(msg, s)]
+        case InfoReply():
+            return LEADER, s, versioning.handle_info_reply(msg, s)
     return LEADER, s, _unsupported(msg)
 
 
@@ -731,6 +735,13 @@ def handle_candidate(msg: Any, s: ServerState) -> Result:
             return CANDIDATE, s, log_event(evt, s)
         case "election_timeout":
             return call_for_election(CANDIDATE, s)
+        case InfoRpc(term=term) | InfoReply(term=term) if term > cur:
+            update_term_and_voted_for(term, None, s)
+            return FOLLOWER, s, [("next_event", msg)]
+        case InfoRpc():
+            return CANDIDATE, s, [versioning.empty_info_reply_effect(msg, s)]
+        case InfoReply():
+            return CANDIDATE, s, []
     return CANDIDATE, s, _unsupported(msg)
 
 
@@ -773,6 +784,14 @@ def handle_pre_vote(msg: Any, s: ServerState) -> Result:
             return call_for_election(PRE_VOTE, s)
         case ("ra_log_event", evt):
             return PRE_VOTE, s, log_event(evt, s)
+        case InfoRpc(term=term) | InfoReply(term=term) if term > cur:
+            # the follower adopts the term when it handles the message again
+            s.votes = 0
+            return FOLLOWER, s, [("next_event", msg)]
+        case InfoRpc():
+            return PRE_VOTE, s, [versioning.empty_info_reply_effect(msg, s)]
+        case InfoReply():
+            return PRE_VOTE, s, []
     return PRE_VOTE, s, _unsupported(msg)
 
 
@@ -980,6 +999,13 @@ def handle_follower(msg: Any, s: ServerState) -> Result:
             if s.membership != VOTER:
                 return FOLLOWER, s, []
             return call_for_election(PRE_VOTE, s)
+        case InfoRpc(term=term) | InfoReply(term=term) if term > cur:
+            update_term(term, s)
+            return FOLLOWER, s, [("next_event", msg)]
+        case InfoRpc():
+            return FOLLOWER, s, [versioning.info_reply_effect(msg, s)]
+        case InfoReply():
+            return FOLLOWER, s, []
     return FOLLOWER, s, _unsupported(msg)
 
 
@@ -1042,6 +1068,12 @@ def handle_receive_snapshot(msg: Any, s: ServerState) -> Result:
             return FOLLOWER, s, []
         case ("ra_log_event", evt):
             return RECEIVE_SNAPSHOT, s, log_event(evt, s)
+        case InfoRpc(term=term) | InfoReply(term=term) if term > cur:
+            abort_receive(s)
+            update_term(term, s)
+            return FOLLOWER, s, [("next_event", msg)]
+        case InfoRpc():
+            return RECEIVE_SNAPSHOT, s, [versioning.empty_info_reply_effect(msg, s)]
     # heartbeats, same-term AERs, replies: dropped while receiving
     return RECEIVE_SNAPSHOT, s, []
 

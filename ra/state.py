@@ -179,15 +179,33 @@ def init(config: dict[str, Any]) -> ServerState:
     uid: str = config.get("uid", sid[0])
     mac = config["machine"]
     latest = ra_machine.version(mac)
-    effective = int(config.get("initial_machine_version", 0))
-    module = ra_machine.which_module(mac, effective)
+    log = config.get("log") or MemoryLog()
+    persisted_last_applied = int(config.get("last_applied", 0))
+    recovered = log.recovery_snapshot()
+    cluster_index_term: IdxTerm = (0, 0)
+    if recovered is None:
+        # a new cluster may start below the code's version, never above it (spec §19)
+        effective = min(latest, int(config.get("initial_machine_version", 0)))
+        module = ra_machine.which_module(mac, effective)
+        cluster = make_cluster(sid, config["initial_members"])
+        mac_state = module.init({"name": sid[0], "machine_version": effective})
+        last_applied = 0
+    else:
+        # spec §18 step 4: the snapshot (or newer checkpoint) replaces init/1 and
+        # the initial members; replay resumes after its index, at its version
+        meta, mac_state = recovered
+        last_applied = int(meta["index"])
+        cluster = make_cluster(sid, meta["cluster"])
+        cluster_index_term = (last_applied, int(meta["term"]))
+        effective = int(meta["machine_version"])
+        module = ra_machine.which_module(mac, effective)
     cfg = Cfg(
         id=sid,
         uid=uid,
         log_id=config.get("log_id", f"{sid[0]}@{sid[1]}"),
         machine=mac,
         machine_version=latest,
-        machine_versions=[(0, effective)],
+        machine_versions=[(last_applied, effective)],
         effective_machine_version=effective,
         effective_machine_module=module,
         max_pipeline_count=config.get("max_pipeline_count", DEFAULT_MAX_PIPELINE_COUNT),
@@ -199,26 +217,6 @@ def init(config: dict[str, Any]) -> ServerState:
         ),
         system_config=dict(config.get("system_config", {})),
     )
-    log = config.get("log") or MemoryLog()
-    persisted_last_applied = int(config.get("last_applied", 0))
-    recovered = log.recovery_snapshot()
-    cluster_index_term: IdxTerm = (0, 0)
-    if recovered is None:
-        cluster = make_cluster(sid, config["initial_members"])
-        mac_state = module.init({"name": sid[0], "machine_version": effective})
-        last_applied = 0
-    else:
-        # spec §18 step 4: the snapshot (or newer checkpoint) replaces init/1 and
-        # the initial members; replay resumes after its index
-        meta, mac_state = recovered
-        last_applied = int(meta["index"])
-        cluster = make_cluster(sid, meta["cluster"])
-        cluster_index_term = (last_applied, int(meta["term"]))
-        snap_ver = int(meta["machine_version"])
-        if snap_ver > effective:
-            cfg.effective_machine_version = snap_ver
-            cfg.machine_versions = [(last_applied, snap_ver)]
-            cfg.effective_machine_module = ra_machine.which_module(mac, snap_ver)
     state = ServerState(
         cfg=cfg,
         log=log,

@@ -32,7 +32,7 @@ from typing import Any
 
 import actors
 from actors.pid import CallExit
-from ra import proc, wal_memory
+from ra import proc, versioning, wal_memory
 from ra.directory import SystemHandle, lookup, register_system, system_names
 from ra.disk_store import DiskStore, disk_segment_writer_start, disk_wal_start
 from ra.memory_disk import MemoryDisk
@@ -198,6 +198,9 @@ def start_server_local(system: str, config: dict[str, Any], new: bool = True) ->
     if new:
         if disk.is_registered(config["uid"], name):
             return ("error", "not_new")
+        valid = versioning.validate_config(config, handle.config)
+        if valid != "ok":
+            return valid
         disk.register_server(config["uid"], name, config)
     result = supervisor.start_child(handle.names["server_sup_sup"], [{**config, "system": system}])
     match result:

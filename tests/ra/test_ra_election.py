@@ -66,7 +66,9 @@ def test_candidate_becomes_leader_on_quorum_and_writes_a_noop() -> None:
     assert role == "candidate"
     role, st, effects = core.handle("candidate", RequestVoteResult(2, True), st, now_ms=99)
     assert role == "leader" and st.leader_id == S1
-    assert effects == [("next_event", "cast", ("command", ("noop", {"ts": 99}, 0)))]
+    # the noop keeps the effective version; peers are asked what they support
+    assert effects[0] == ("next_event", "cast", ("command", ("noop", {"ts": 99}, 0)))
+    assert [(eff[0], eff[1]) for eff in effects[1:]] == [("send_rpc", S2), ("send_rpc", S3)]
     for peer in (S2, S3):
         p = st.cluster[peer]
         assert (p.next_index, p.match_index, p.commit_index_sent) == (3, 0, 0)

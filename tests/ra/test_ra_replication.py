@@ -223,6 +223,9 @@ def test_tick_resends_one_entry_to_stale_peers_only() -> None:
     st.cluster[S2].next_index = 2  # one entry unconfirmed
     st.cluster[S3].match_index = 2
     st.cluster[S3].next_index = 3
+    for peer in (S2, S3):
+        # versions known and current: the tick asks no peer for its info
+        st.cluster[peer].machine_version = 0
     effects = core.tick("leader", st)
     sent = rpcs(effects)
     assert set(sent) == {S2}
