@@ -36,6 +36,14 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]]
     "list_exchanges": ("list_exchanges", lambda a: (a.vhost,)),
     "list_policies": ("list_policies", lambda a: (a.vhost,)),
     "list_connections": ("list_connections", lambda a: ()),
+    "add_user": ("add_user", lambda a: (a.username, a.password)),
+    "delete_user": ("delete_user", lambda a: (a.username,)),
+    "set_user_tags": ("set_user_tags", lambda a: (a.username, a.tags)),
+    "set_permissions": ("set_permissions", lambda a: (a.vhost, a.username, a.conf, a.write,
+                                                      a.read)),
+    "clear_permissions": ("clear_permissions", lambda a: (a.vhost, a.username)),
+    "list_users": ("list_users", lambda a: ()),
+    "list_permissions": ("list_permissions", lambda a: (a.vhost,)),
     "list_channels": ("list_channels", lambda a: ()),
     "quorum_status": ("quorum_status", _q),
     "add_member": ("add_member", lambda a: (*_q(a), a.member_node)),
@@ -96,7 +104,7 @@ def add_parser(sub: Any) -> None:
     cmds = ctl.add_subparsers(dest="ctl_command", required=True)
     for name in ("cluster_status", "list_queues", "list_exchanges", "list_policies",
                  "list_connections", "list_channels", "rebalance", "dlx_workers",
-                 "heal", "wal_status"):
+                 "heal", "wal_status", "list_users", "list_permissions"):
         cmds.add_parser(name)
     for name in ("quorum_status",):
         cmds.add_parser(name).add_argument("queue")
@@ -106,6 +114,17 @@ def add_parser(sub: Any) -> None:
         p.add_argument("member_node")
     for name in ("grow", "shrink"):
         cmds.add_parser(name).add_argument("member_node")
+    au = cmds.add_parser("add_user")
+    au.add_argument("username")
+    au.add_argument("password")
+    for name in ("delete_user", "clear_permissions"):
+        cmds.add_parser(name).add_argument("username")
+    tags = cmds.add_parser("set_user_tags")
+    tags.add_argument("username")
+    tags.add_argument("tags", nargs="*")
+    perms = cmds.add_parser("set_permissions")
+    for arg in ("username", "conf", "write", "read"):
+        perms.add_argument(arg)
     sp = cmds.add_parser("set_policy")
     sp.add_argument("name")
     sp.add_argument("pattern")

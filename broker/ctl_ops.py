@@ -272,6 +272,77 @@ def list_exchanges(vhost: str = "/") -> list[dict[str, Any]]:
                                                                key=lambda x: x.name)]
 
 
+# ------------------------------------------------------- users, permissions
+
+
+def _metadata_reply(reply: Any, user: str) -> str:
+    match reply:
+        case ("error", "no_such_user"):
+            raise CtlError(f'User "{user}" does not exist')
+        case ("error", "user_already_exists"):
+            raise CtlError(f'User "{user}" already exists')
+    return "ok"
+
+
+def add_user(name: str, password: str) -> str:
+    """`rabbitmqctl add_user`: no tags, no permissions."""
+    from channel.auth import User
+
+    if not name:
+        raise CtlError("user name cannot be empty", 64)
+    return _metadata_reply(broker_of().metadata.command(("add_user", User(name, password))),
+                           name)
+
+
+def delete_user(name: str) -> str:
+    return _metadata_reply(broker_of().metadata.command(("delete_user", name)), name)
+
+
+def set_user_tags(name: str, tags: list[str]) -> str:
+    return _metadata_reply(broker_of().metadata.command(("set_user_tags", name, tags)), name)
+
+
+def _vhost_known(vhost: str) -> None:
+    if vhost not in broker_of().view.state.vhosts:
+        raise CtlError(f"Virtual host '{vhost}' does not exist")
+
+
+def set_permissions(vhost: str, name: str, configure: str, write: str, read: str) -> str:
+    """`rabbitmqctl set_permissions [-p vhost] user conf write read`."""
+    import re
+
+    from channel.permissions import Permission
+
+    _vhost_known(vhost)
+    for regexp in (configure, write, read):
+        try:
+            re.compile(regexp)
+        except re.error as exc:
+            raise CtlError(f'invalid regular expression "{regexp}": {exc}')
+    perm = Permission(configure, write, read)
+    reply = broker_of().metadata.command(("set_permissions", name, vhost, perm))
+    return _metadata_reply(reply, name)
+
+
+def clear_permissions(vhost: str, name: str) -> str:
+    _vhost_known(vhost)
+    return _metadata_reply(broker_of().metadata.command(("clear_permissions", name, vhost)),
+                           name)
+
+
+def list_users() -> list[dict[str, Any]]:
+    users = broker_of().view.state.users
+    return [{"user": u.name, "tags": list(u.tags)} for _n, u in sorted(users.items())]
+
+
+def list_permissions(vhost: str = "/") -> list[dict[str, Any]]:
+    _vhost_known(vhost)
+    users = broker_of().view.state.users
+    return [{"user": u.name, "configure": p.configure, "write": p.write, "read": p.read}
+            for _n, u in sorted(users.items())
+            if (p := u.permissions.get(vhost)) is not None]
+
+
 # -------------------------------------------------------- connections, hooks
 
 

@@ -24,9 +24,10 @@ from typing import Any
 
 from broker import policy as pol
 from broker.policy import Policy
-from channel.auth import User
+from channel.auth import User, default_user
 from channel.errors import AmqpError
 from channel.exchange import Topology, _VHost
+from channel.permissions import Permission
 from channel.queue_registry import QueueRecord
 
 __all__ = [
@@ -57,8 +58,7 @@ class MetadataState:
 
 def initial_state() -> MetadataState:
     """RabbitMQ's first boot: vhost `/`, user guest/guest with access to it."""
-    return MetadataState(users={"guest": User("guest", "guest", frozenset({"/"}),
-                                              ("administrator",))})
+    return MetadataState(users={"guest": default_user()})
 
 
 def effective_policy(state: MetadataState, vhost: str, name: str,
@@ -119,7 +119,21 @@ class MetadataMachine:
                 t.add_vhost(vhost)
                 return replace(s, vhosts=(*s.vhosts, vhost), topology=t), "ok", []
             case ("add_user", User() as user):
+                if user.name in s.users:
+                    return s, ("error", "user_already_exists"), []
                 return replace(s, users={**s.users, user.name: user}), "ok", []
+            case ("set_user_tags", name, tags):
+                return self._update_user(s, name, tags=tuple(tags))
+            case ("set_permissions", name, vhost, Permission() as perm):
+                self._vhost(s, vhost)
+                user = s.users.get(name)
+                perms = {**(user.permissions if user else {}), vhost: perm}
+                return self._update_user(s, name, permissions=perms)
+            case ("clear_permissions", name, vhost):
+                user = s.users.get(name)
+                perms = {k: v for k, v in (user.permissions if user else {}).items()
+                         if k != vhost}
+                return self._update_user(s, name, permissions=perms)
             case ("delete_user", name):
                 if name not in s.users:
                     return s, ("error", "no_such_user"), []
@@ -186,6 +200,14 @@ class MetadataMachine:
     def _vhost(s: MetadataState, vhost: str) -> None:
         if vhost not in s.vhosts:
             raise AmqpError("NOT_FOUND", f"no vhost '{vhost}'")
+
+    @staticmethod
+    def _update_user(s: MetadataState, name: str,
+                     **changes: Any) -> tuple[MetadataState, Any, list[Any]]:
+        user = s.users.get(name)
+        if user is None:
+            return s, ("error", "no_such_user"), []
+        return replace(s, users={**s.users, name: replace(user, **changes)}), "ok", []
 
     @staticmethod
     def _update_queue(s: MetadataState, key: QueueKey,

@@ -2,16 +2,20 @@
 
 RabbitMQ's default user `guest` may only log in from a loopback address; a
 refused login looks the same to the client whatever the cause, so the reader
-only needs to know "refused" and which mechanism was used.
+only needs to know "refused" and which mechanism was used. A user carries its
+tags and its permissions per vhost (`channel.permissions`); `Users.lookup` is
+the one read path, so a broker can serve the table from its metadata store.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from channel.errors import AmqpError
 from channel.framing import decode_table
+from channel.permissions import ALL, Permission
 
 __all__ = [
     "MECHANISMS",
@@ -19,6 +23,7 @@ __all__ = [
     "User",
     "Users",
     "check_login",
+    "default_user",
     "is_loopback",
     "parse_response",
 ]
@@ -35,8 +40,14 @@ class LoginRefused(Exception):
 class User:
     name: str
     password: str
-    vhosts: frozenset[str] = frozenset({"/"})
+    permissions: Mapping[str, Permission] = field(default_factory=dict)
+    """vhost -> permission; a vhost without an entry cannot be opened."""
     tags: tuple[str, ...] = ()
+
+
+def default_user() -> User:
+    """RabbitMQ's first boot: guest/guest, administrator, everything on `/`."""
+    return User("guest", "guest", {"/": ALL}, ("administrator",))
 
 
 @dataclass
@@ -48,10 +59,13 @@ class Users:
 
     @classmethod
     def default(cls) -> Users:
-        return cls({"guest": User("guest", "guest")})
+        return cls({"guest": default_user()})
 
     def add(self, user: User) -> None:
         self.users[user.name] = user
+
+    def lookup(self, name: str) -> User | None:
+        return self.users.get(name)
 
 
 def is_loopback(address: str) -> bool:
@@ -93,7 +107,7 @@ def check_login(users: Users, mechanism: str, response: str | bytes, peer_addres
     if mechanism not in MECHANISMS:
         raise AmqpError("COMMAND_INVALID", f"unknown authentication mechanism '{mechanism}'")
     name, password = parse_response(mechanism, response)
-    user = users.users.get(name)
+    user = users.lookup(name)
     if user is None or user.password != password:
         raise LoginRefused(f"user '{name}' - invalid credentials")
     if name in users.loopback_users and not is_loopback(peer_address):

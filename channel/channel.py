@@ -7,7 +7,8 @@ bookkeeping and coalescing, pending acks, routing, argument checks) live in
 their own modules; this module is the dispatch of spec channel.md §5 plus the
 effects. Soft errors close the channel with channel.close; hard errors are
 handed to the reader, which closes the connection; anything else crashes the
-process, which the reader turns into 541 INTERNAL_ERROR.
+process: its supervisor stops its writer and limiter, and the reader turns the
+abnormal exit into 541 INTERNAL_ERROR.
 """
 
 from __future__ import annotations
@@ -39,11 +40,13 @@ from channel.config import BrokerContext
 from channel.confirms import Unconfirmed, coalesce
 from channel.credit_flow import CreditFlow, Grant
 from channel.errors import AmqpError, Atom, erlang_term, rs
+from channel.exchange import EXCHANGE_TYPES
 from channel.framing import Content, MethodFrame, Out, method_ids
+from channel.limiter import limit_prefetch
+from channel.permissions import Access
 from channel.queue_args import MAX_EXPIRY
 from channel.routing import routing_keys
 from channel.unacked import Pending, Unacked
-from channel.wire import Wire
 
 __all__ = ["ChannelProcess", "ConnectionInfo", "channel_main", "parse_expiration"]
 
@@ -105,8 +108,9 @@ class _Tx:
 
 class ChannelProcess:
     def __init__(self, ctx: BrokerContext, number: int, reader: Any, writer: Any,
-                 conn: ConnectionInfo) -> None:
+                 conn: ConnectionInfo, limiter: Any = None) -> None:
         self.ctx = ctx
+        self.limiter = limiter
         self.cfg = ctx.config
         self.number = number
         self.reader = reader
@@ -130,6 +134,7 @@ class ChannelProcess:
         self.global_prefetch = 0
         self.most_recent = ""
         self.session = ctx.backend.session(self.me, self.vhost, conn.owner, conn.user)
+        self.access = Access(ctx.users, conn.user, self.vhost)
         self.stopped = False
         self.handlers: dict[str, Callable[[Any, Content | None], None]] = {
             "Channel.Flow": self.channel_flow,
@@ -313,28 +318,59 @@ class ChannelProcess:
     # --------------------------------------------------------------- exchange
 
     def exchange_declare(self, m: Any, _c: Content | None) -> None:
+        name = _strip(m.exchange)
+        self._exchange_declare_access(name, m)
         self.ctx.topology.declare(
-            self.vhost, _strip(m.exchange), m.exchange_type, passive=m.passive,
+            self.vhost, name, m.exchange_type, passive=m.passive,
             durable=m.durable, auto_delete=m.auto_delete, internal=m.internal,
             arguments=m.arguments or {})
         if not m.nowait:
             self.write(Out.of(C.Exchange.DeclareOk))
 
+    def _exchange_declare_access(self, name: str, m: Any) -> None:
+        """The permission checks of exchange.declare, at RabbitMQ's points between the
+        topology's own checks (type, default exchange, reserved names)."""
+        if not name:
+            return  # the topology refuses the default exchange first
+        if m.passive:
+            self.access.check_any("exchange", name)
+            return
+        if m.exchange_type not in EXCHANGE_TYPES:
+            return
+        self.access.check("exchange", name, "configure")
+        ae = (m.arguments or {}).get("alternate-exchange")
+        if (isinstance(ae, str) and not name.startswith("amq.")
+                and self.ctx.topology.lookup(self.vhost, name) is None):
+            self.access.check("exchange", name, "read")
+            self.access.check("exchange", ae, "write")
+
     def exchange_delete(self, m: Any, _c: Content | None) -> None:
-        self.ctx.topology.delete(self.vhost, _strip(m.exchange), if_unused=m.if_unused)
+        name = _strip(m.exchange)
+        if name and not name.startswith("amq."):
+            self.access.check("exchange", name, "configure")
+        self.ctx.topology.delete(self.vhost, name, if_unused=m.if_unused)
         if not m.nowait:
             self.write(Out.of(C.Exchange.DeleteOk))
 
     def _exchange_exists(self, name: str) -> bool:
         return self.ctx.topology.lookup(self.vhost, name) is not None
 
+    def _binding_access(self, source: str, kind: str, destination: str) -> None:
+        """Write on the destination, then (past the default-exchange check) read on the
+        source (`binding_action_with_checks`)."""
+        self.access.check(kind, destination, "write")
+        if source and destination:
+            self.access.check("exchange", source, "read")
+
     def exchange_bind(self, m: Any, _c: Content | None) -> None:
+        self._binding_access(_strip(m.source), "exchange", _strip(m.destination))
         self.ctx.topology.bind(self.vhost, _strip(m.source), "exchange", _strip(m.destination),
                                m.routing_key, m.arguments or {}, self.session.exists)
         if not m.nowait:
             self.write(Out.of(C.Exchange.BindOk))
 
     def exchange_unbind(self, m: Any, _c: Content | None) -> None:
+        self._binding_access(_strip(m.source), "exchange", _strip(m.destination))
         self.ctx.topology.unbind(self.vhost, _strip(m.source), "exchange", _strip(m.destination),
                                  m.routing_key, m.arguments or {})
         if not m.nowait:
@@ -344,6 +380,7 @@ class ChannelProcess:
 
     def queue_declare(self, m: Any, _c: Content | None) -> None:
         name = _strip(m.queue)
+        self._queue_declare_access(name, m)
         ok = self.session.declare(name, passive=m.passive, durable=m.durable,
                                   exclusive=m.exclusive, auto_delete=m.auto_delete,
                                   arguments=m.arguments or {})
@@ -352,6 +389,23 @@ class ChannelProcess:
             self.write(Out.of(C.Queue.DeclareOk, queue=ok.queue,
                               message_count=ok.message_count,
                               consumer_count=ok.consumer_count))
+
+    def _queue_declare_access(self, name: str, m: Any) -> None:
+        """Passive: any permission; else configure, and for a new queue with a
+        dead-letter exchange also read on the queue and write on that exchange.
+        Server-named and `amq.` names are refused by the queue type first."""
+        if not name:
+            return
+        if m.passive:
+            self.access.check_any("queue", name)
+            return
+        if name.startswith("amq."):
+            return
+        self.access.check("queue", name, "configure")
+        dlx = (m.arguments or {}).get("x-dead-letter-exchange")
+        if isinstance(dlx, str) and not self.session.exists(name):
+            self.access.check("queue", name, "read")
+            self.access.check("exchange", dlx, "write")
 
     def _bind_names(self, m: Any) -> tuple[str, str]:
         queue = _strip(m.queue)
@@ -364,6 +418,7 @@ class ChannelProcess:
 
     def queue_bind(self, m: Any, _c: Content | None) -> None:
         queue, key = self._bind_names(m)
+        self._binding_access(_strip(m.exchange), "queue", queue)
         self.ctx.topology.bind(self.vhost, _strip(m.exchange), "queue", queue, key,
                                m.arguments or {}, self.session.exists)
         self.session.check_access(queue)
@@ -372,17 +427,21 @@ class ChannelProcess:
 
     def queue_unbind(self, m: Any, _c: Content | None) -> None:
         queue, key = self._bind_names(m)
+        self._binding_access(_strip(m.exchange), "queue", queue)
         self.ctx.topology.unbind(self.vhost, _strip(m.exchange), "queue", queue, key,
                                  m.arguments or {})
         self.write(Out.of(C.Queue.UnbindOk))
 
     def queue_purge(self, m: Any, _c: Content | None) -> None:
-        count = self.session.purge(self.expand(m.queue))
+        name = self.expand(m.queue)
+        self.access.check("queue", name, "read")
+        count = self.session.purge(name)
         if not m.nowait:
             self.write(Out.of(C.Queue.PurgeOk, message_count=count))
 
     def queue_delete(self, m: Any, _c: Content | None) -> None:
         name = self.expand(m.queue)
+        self.access.check("queue", name, "configure")
         count = self.session.delete(name, if_unused=m.if_unused, if_empty=m.if_empty)
         if not m.nowait:
             self.write(Out.of(C.Queue.DeleteOk, message_count=count))
@@ -394,6 +453,8 @@ class ChannelProcess:
             raise AmqpError("NOT_IMPLEMENTED", f"prefetch_size!=0 ({m.prefetch_size})")
         if m.global_ and self.cfg.permit_global_qos:
             self.global_prefetch = m.prefetch_count
+            if self.limiter is not None:
+                limit_prefetch(self.limiter, m.prefetch_count)
         else:
             self.consumer_prefetch = m.prefetch_count
         self.write(Out.of(C.Basic.QosOk))
@@ -403,11 +464,13 @@ class ChannelProcess:
         if tag and tag in self.consumers:
             raise AmqpError("NOT_ALLOWED", f"attempt to reuse consumer tag '{tag}'")
         queue = self.expand(m.queue)
+        self.access.check("queue", queue, "read")
         if not tag:
             tag = "amq.ctag-" + secrets.token_urlsafe(16)
-        self.session.check_access(queue)
         spec = ConsumeSpec(tag, not m.no_ack, self.consumer_prefetch, m.exclusive,
                            dict(m.arguments or {}), self.global_prefetch > 0)
+        # every refusal comes before consume-ok (rabbit_amqqueue:basic_consume)
+        self.session.validate_consume(queue, spec)
         if not m.nowait:
             self.write(Out.of(C.Basic.ConsumeOk, consumer_tag=tag))
         self.consumers[tag] = (queue, spec)
@@ -436,6 +499,7 @@ class ChannelProcess:
             raise AmqpError("PRECONDITION_FAILED",
                             f"message size {size} is larger than {configured}max size {limit}")
         xname = _strip(m.exchange)
+        self.access.check("exchange", xname, "write")
         x = self.ctx.topology.lookup_or_die(self.vhost, xname)
         if x.internal:
             raise AmqpError("ACCESS_REFUSED",
@@ -486,6 +550,7 @@ class ChannelProcess:
 
     def basic_get(self, m: Any, _c: Content | None) -> None:
         queue = self.expand(m.queue)
+        self.access.check("queue", queue, "read")
         tag = self.next_tag
         got = self.session.get(queue, ack_required=not m.no_ack, delivery_tag=tag)
         if got is None:
@@ -670,13 +735,12 @@ def _without_bcc(content: Content) -> Content:
     return Content(props.marshal(), content.body, content.class_id)
 
 
-def channel_main(ctx: BrokerContext, number: int, reader: Any, wire: Wire,
+def channel_main(ctx: BrokerContext, number: int, reader: Any, writer: Any, limiter: Any,
                  conn: ConnectionInfo) -> None:
-    """Entry point of a channel process: starts its writer, then serves commands."""
-    writer = actors.spawn_link(wr.writer_main, wire, number, reader)
-    proc = ChannelProcess(ctx, number, reader, writer, conn)
+    """Entry point of a channel process, started by its channel supervisor after
+    the channel's writer and limiter (`connection_sup.start_channel_sup`)."""
+    proc = ChannelProcess(ctx, number, reader, writer, conn, limiter)
     try:
         proc.run()
     finally:
         proc.session.close()
-    actors.send(writer, ("stop",))

@@ -4,8 +4,8 @@ The sender wakes every H/2 seconds and writes a heartbeat frame if nothing was
 sent since its last look (the first look always sends). The monitor wakes
 every H seconds and tells the reader `heartbeat_timeout` after two looks in a
 row saw no inbound byte; the reader pauses it while it is not reading the
-socket (blocked), since no byte can be counted then. Both are linked to the
-reader and die with it.
+socket (blocked), since no byte can be counted then. Both run under the
+connection's helper supervisor and stop with the connection.
 """
 
 from __future__ import annotations

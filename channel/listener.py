@@ -1,9 +1,12 @@
-"""The AMQP listener: accept TCP connections and start a reader process for each.
+"""The AMQP listener: accept TCP connections, one supervised connection tree each.
 
-gevent's StreamServer accepts on the node's hub; each accepted socket gets a
-reader process on the node (RabbitMQ: ranch acceptor -> connection_sup ->
-reader). The listener keeps the live readers so operators and tests can look
-at a connection's counters, force an alarm or close everything on stop.
+gevent's StreamServer accepts on the node's hub. Every accepted socket becomes
+a `connection_sup` (reader, helper supervisor, channels: see
+`channel.connection_sup`) under the listener's own `connections_sup`, as
+ranch's acceptors start `rabbit_connection_sup` under its `conns_sup`. The
+listener keeps the live readers so operators and tests can look at a
+connection's counters; stopping it stops every connection tree, and each
+reader closes its connection with `320 CONNECTION_FORCED` on the way.
 """
 
 from __future__ import annotations
@@ -11,25 +14,59 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import gevent
+from gevent.event import AsyncResult
 from gevent.server import StreamServer
 
+import actors
+from channel import connection_sup
 from channel.config import BrokerContext
 from channel.reader import Reader, reader_main
+from supervision import supervisor
 
 __all__ = ["Listener"]
 
 log = logging.getLogger("warren.listener")
+
+STOP_TIMEOUT_S = 30.0
 
 
 class Listener:
     def __init__(self, ctx: BrokerContext, host: str = "127.0.0.1", port: int = 5672) -> None:
         self.ctx = ctx
         self.readers: dict[Any, Reader] = {}
+        self.connections_sup: Any = None
+        self._owner: Any = None
+        self._stopped: AsyncResult = AsyncResult()
         self._server = StreamServer((host, port), self._accept)
 
     def start(self) -> Listener:
+        """Start `connections_sup` (owned by a process of the node), then accept."""
+        started: AsyncResult = AsyncResult()
+        self._owner = self.ctx.node.spawn(self._owner_main, (started,))
+        self.connections_sup = started.get(timeout=STOP_TIMEOUT_S)
         self._server.start()
         return self
+
+    def _owner_main(self, started: AsyncResult) -> None:
+        """Holds the link to `connections_sup`; told to stop, stops it and waits."""
+        actors.process_flag("trap_exit", True)
+        result = connection_sup.start_connections_sup(reader_main, self.ctx, self.readers)
+        if result[0] != "ok":
+            started.set_exception(RuntimeError(f"connections_sup: {result!r}"))
+            return
+        sup = result[1]
+        started.set(sup)
+        ref = actors.monitor(sup)
+        try:
+            while True:
+                msg = actors.receive()
+                if msg == "stop":
+                    actors.exit(sup, "shutdown")
+                elif isinstance(msg, tuple) and msg[:2] == ("DOWN", ref):
+                    return
+        finally:
+            self._stopped.set(True)
 
     @property
     def port(self) -> int:
@@ -37,19 +74,30 @@ class Listener:
 
     def _accept(self, sock: Any, address: Any) -> None:
         # StreamServer closes the socket when this handler returns, so the
-        # reader gets its own duplicate of the descriptor.
+        # connection gets its own duplicate of the descriptor.
         own = sock.dup()
-        self.ctx.node.spawn(reader_main, (self.ctx, own, self.readers))
+        self.ctx.node.spawn(_acceptor, (self.connections_sup, own))
+
+    def connection_sups(self) -> list[Any]:
+        """Pids of the live `connection_sup`s (for introspection)."""
+        node = self.ctx.node
+        return [r.sup for r in self.readers.values()
+                if r.sup is not None and node._local(r.sup) is not None]
 
     def stop(self) -> None:
-        """Stop accepting and end every connection."""
+        """Stop accepting and end every connection (each client gets a 320 close)."""
         self._server.stop()
-        for reader in list(self.readers.values()):
-            self.ctx.node.send(reader.me, ("force_close", "broker forced connection closure "
-                                                           "with reason 'shutdown'"))
-        node = self.ctx.node
-        for pid in list(self.readers):
-            proc = node._local(pid)
-            if proc is not None:
-                node._kill(proc, "shutdown")
-        self.readers.clear()
+        if self._owner is None:
+            return
+        self.ctx.node.send(self._owner, "stop")
+        with gevent.Timeout(STOP_TIMEOUT_S, False):
+            self._stopped.get()
+        self._owner = None
+
+
+def _acceptor(conns_sup: Any, sock: Any) -> None:
+    """A short-lived acceptor process: start the connection's tree, hand over the socket."""
+    result = supervisor.start_child(conns_sup, [sock])
+    if result[0] != "ok":
+        log.error("cannot start a connection: %r", result)
+        sock.close()

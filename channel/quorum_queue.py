@@ -41,11 +41,11 @@ from channel.backend import (
     Settled,
     Unblock,
 )
-from channel.errors import AmqpError, Atom, erlang_term, rs
+from channel.consumer_args import check_consume_arguments, consumer_priority
+from channel.errors import AmqpError, erlang_term, rs
 from channel.qq_message import QqMessage
 from channel.queue_args import (
     Declared,
-    amqp_type,
     check_declare_properties,
     check_equivalence,
     check_queue_name,
@@ -63,9 +63,6 @@ __all__ = ["QuorumBackend", "QuorumSession"]
 
 #: `rabbit_quorum_queue` STAT_TIMEOUT: passive declare gives (0, 0) when slower.
 STAT_TIMEOUT = 250
-_INT_TYPES = ("byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort",
-              "unsignedint")
-_STREAM_CONSUMER_ARGS = ("x-stream-offset", "x-stream-filter", "x-stream-match-unfiltered")
 
 
 class QuorumBackend:
@@ -328,16 +325,26 @@ class QuorumSession:
 
     # -------------------------------------------------------------- consumers
 
-    def consume(self, name: str, spec: ConsumeSpec) -> list[Action]:
-        if self._record(name) is None and self.classic is not None:
-            return self.classic.consume(name, spec)
-        q = self._queue(name)
-        if q is None:
+    def validate_consume(self, name: str, spec: ConsumeSpec) -> None:
+        """Everything that refuses a consumer before consume-ok (spec §5.8 steps 5-7)."""
+        if self._record(name) is None:
+            if self.classic is not None:
+                self.classic.validate_consume(name, spec)
+                return
             raise self._not_found(name)
+        check_consume_arguments(name, self.vhost, "quorum", spec.arguments)
         if spec.global_qos:
             raise AmqpError("NOT_IMPLEMENTED",
                             f"{self._where(name)} does not support global qos", (60, 20))
-        priority = self._check_consumer_args(name, spec.arguments)
+
+    def consume(self, name: str, spec: ConsumeSpec) -> list[Action]:
+        if self._record(name) is None and self.classic is not None:
+            return self.classic.consume(name, spec)
+        self.validate_consume(name, spec)
+        q = self._queue(name)
+        if q is None:
+            raise self._not_found(name)
+        priority = consumer_priority(spec.arguments)
         meta = {"ack": spec.ack_required, "prefetch": spec.prefetch,
                 "args": list(spec.arguments.items()), "username": self.user,
                 "priority": priority}
@@ -353,25 +360,6 @@ class QuorumSession:
         raise AmqpError("INTERNAL_ERROR",
                         f"failed consuming from quorum {self._where(name)}: "
                         f"{erlang_term(out.result)}")
-
-    def _check_consumer_args(self, name: str, args: Mapping[str, Any]) -> int:
-        """QQ consumer arguments (spec §5.8 step 6); returns the consumer priority."""
-        def invalid(key: str, term: Any) -> AmqpError:
-            return AmqpError("PRECONDITION_FAILED",
-                             f"invalid arg '{key}' for {self._where(name)}: "
-                             f"{erlang_term(term)}")
-        for key in ("x-priority", "x-consumer-timeout"):
-            if key in args and amqp_type(args[key]) not in _INT_TYPES:
-                raise invalid(key, f"expected integer, got {amqp_type(args[key])}")
-        timeout = args.get("x-consumer-timeout")
-        if isinstance(timeout, int) and timeout < 0:
-            raise invalid("x-consumer-timeout", (Atom("value_negative"), timeout))
-        for key in args:
-            if key in _STREAM_CONSUMER_ARGS:
-                raise AmqpError("PRECONDITION_FAILED",
-                                f"invalid arg '{key}' for {self._where(name)} "
-                                "of queue type rabbit_quorum_queue")
-        return int(args.get("x-priority", 0))
 
     def cancel(self, name: str, consumer_tag: str) -> list[Action]:
         q = self.queues.get(name)

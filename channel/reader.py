@@ -11,6 +11,12 @@ buffered, so TCP pushes back on the client.
 Socket reads are done by a small linked receiver process that reads only when
 the reader asks (Erlang's `{active, once}`), so "not reading" is exact and
 observable in the reader's counters.
+
+The reader is a child of its connection's supervisor (`connection_sup`): it
+starts the channel supervisors, the queue collector and the heartbeat
+processes under the connection's helper supervisor, and monitors its
+channels. It traps exits, so a stop from its supervisor (node shutdown,
+listener stop) becomes a `320 CONNECTION_FORCED` close before it exits.
 """
 
 from __future__ import annotations
@@ -23,13 +29,13 @@ from pamqp import commands as C
 
 import actors
 from actors import trace
-from channel import heartbeat
+from channel import connection_sup, queue_collector
 from channel.assembler import Assembler, Command, has_content
 from channel.auth import MECHANISMS, LoginRefused, User, check_login
-from channel.channel import ConnectionInfo, channel_main
+from channel.channel import ConnectionInfo
 from channel.config import BrokerContext
 from channel.credit_flow import CreditFlow
-from channel.errors import INTERNAL_ERROR_CLOSE, AmqpError
+from channel.errors import INTERNAL_ERROR_CLOSE, AmqpError, erlang_term
 from channel.framing import (
     FRAME_BODY,
     FRAME_END,
@@ -82,8 +88,14 @@ class _Ch:
 
 
 class Reader:
-    def __init__(self, ctx: BrokerContext, wire: Wire) -> None:
+    def __init__(self, ctx: BrokerContext, wire: Wire, sup: Any = None,
+                 helper_sup: Any = None) -> None:
         self.ctx = ctx
+        self.sup = sup
+        self.helper_sup = helper_sup
+        self.channel_sup_sup: Any = None
+        self.collector: Any = None
+        self.exit_reason: Any = "normal"
         self.cfg = ctx.config
         self.wire = wire
         self.me = actors.self()
@@ -106,7 +118,6 @@ class Reader:
         self.close_reply: AmqpError | None = None
         self.credit = CreditFlow(self.me, *self.cfg.credit_flow_default_credit)
         self.throttle = Throttle()
-        self.helpers: list[Any] = []
         self.hb_monitor: Any = None
         self.receiver: Any = None
         self.peer = wire.peer_address()
@@ -118,8 +129,8 @@ class Reader:
     # ------------------------------------------------------------------ run
 
     def run(self) -> None:
+        actors.process_flag("trap_exit", True)
         self.receiver = actors.spawn_link(receiver_main, self.wire, self.me)
-        self.helpers.append(self.receiver)
         actors.send_after(self.cfg.handshake_timeout_ms, self.me, ("handshake_timeout",))
         self.request_recv()
         while not self.done:
@@ -197,7 +208,21 @@ class Reader:
             actors.send(msg[1], (msg[2], self.info()))
         elif kind == "force_close":
             self.server_close(AmqpError("CONNECTION_FORCED", msg[1]))
+        elif kind == "EXIT":
+            self.linked_exit(msg[1], msg[2])
         self.resume_if_unblocked()
+
+    def linked_exit(self, pid: Any, reason: Any) -> None:
+        """Our supervisor stops us (close with 320, then go), or the receiver ended."""
+        if pid == self.sup:
+            why = reason if isinstance(reason, str) else erlang_term(reason)
+            if self.state in RUNNING:
+                self.send_close(AmqpError(
+                    "CONNECTION_FORCED", f"broker forced connection closure with reason '{why}'"))
+            self.exit_reason = reason
+            self.terminate(f"stopped by the connection supervisor: {why}")
+        elif not actors.is_clean_reason(reason):
+            self.terminate(f"receiver ended: {reason!r}")
 
     def resume_if_unblocked(self) -> None:
         if not self.done and self.state != "blocked" and self.buf and not self.ignore_input:
@@ -339,8 +364,12 @@ class Reader:
                 f"negotiated channel_max ({self.channel_max})")
         assert self.user is not None
         conn = ConnectionInfo(self.user.name, self.vhost, self.me, dict(self.capabilities))
-        pid, ref = actors.spawn_monitor(channel_main, self.ctx, number, self.me, self.wire, conn)
-        ch = _Ch(number, pid, ref)
+        started = connection_sup.start_channel(self.channel_sup_sup, self.ctx, number, self.me,
+                                               self.wire, conn)
+        if started[0] != "ok":
+            raise RuntimeError(f"cannot start channel {number}: {started!r}")
+        pid = started[2]
+        ch = _Ch(number, pid, actors.monitor(pid))
         self.channels[number] = ch
         self.by_pid[pid] = ch
         return ch
@@ -371,10 +400,13 @@ class Reader:
             self.channel_cleanup(ch)
         known = ch is not None or pid in self.closing_pids
         self.closing_pids.discard(pid)
-        if ch is not None and not actors.is_clean_reason(reason) and self.state in RUNNING:
+        # only `normal` is a controlled end (rabbit_reader:termination_kind/1): a
+        # channel stopped by its supervisor because its writer died is not one
+        controlled = reason == "normal"
+        if ch is not None and not controlled and self.state in RUNNING:
             log.error("channel %s crashed: %r", ch.number, reason)
             self.server_close(INTERNAL_ERROR_CLOSE)
-        elif not known and not actors.is_clean_reason(reason):
+        elif not known and not controlled:
             actors.exit(("abnormal_dependent_exit", pid, reason))
         if self.state == "closing" and not self.channels:
             self.finish_close()
@@ -466,17 +498,22 @@ class Reader:
         self.wire.frame_max = tuned.frame_max
         self.channel_max = tuned.channel_max
         self.heartbeat = tuned.heartbeat
+        collector = connection_sup.start_collector(self.helper_sup, self.ctx.backend, self.me)
+        if collector[0] != "ok":
+            raise RuntimeError(f"cannot start the queue collector: {collector!r}")
+        self.collector = collector[1]
         if tuned.heartbeat > 0:
-            sender = actors.spawn_link(heartbeat.sender_main, self.wire, tuned.heartbeat, self.me)
-            self.hb_monitor = actors.spawn_link(heartbeat.monitor_main, self.wire,
-                                                tuned.heartbeat, self.me)
-            self.helpers += [sender, self.hb_monitor]
+            started = connection_sup.start_heartbeats(self.helper_sup, self.wire,
+                                                      tuned.heartbeat, self.me)
+            if started[0] != "ok":
+                raise RuntimeError(f"cannot start heartbeats: {started!r}")
+            self.hb_monitor = started[1]
         self.state = "opening"
 
     def open(self, m: Any) -> None:
         assert self.user is not None
         vhost = m.virtual_host
-        if vhost not in self.ctx.vhosts or vhost not in self.user.vhosts:
+        if vhost not in self.ctx.vhosts or vhost not in self.user.permissions:
             error = AmqpError("NOT_ALLOWED",
                               f"access to vhost '{vhost}' refused for user '{self.user.name}'",
                               (10, 40))
@@ -485,6 +522,10 @@ class Reader:
             actors.send_after(self.cfg.closing_timeout_ms, self.me, ("close_timeout",))
             return
         self.vhost = vhost
+        started = connection_sup.start_channel_sup_sup(self.helper_sup)
+        if started[0] != "ok":
+            raise RuntimeError(f"cannot start the channel supervisor: {started!r}")
+        self.channel_sup_sup = started[1]
         self.send0(Out.of(C.Connection.OpenOk))
         self.throttle.blocked_by |= self.ctx.alarm.register(self.me)
         self.state = "running"
@@ -522,7 +563,8 @@ class Reader:
             actors.send_after(timeout, self.me, ("close_timeout",))
 
     def finish_close(self) -> None:
-        self.ctx.backend.connection_closed(self.me)
+        if self.collector is not None and not queue_collector.delete_all(self.collector):
+            log.error("connection %s: exclusive queues not deleted in time", self.peer)
         if self.close_reply is None:
             self.send0(Out.of(C.Connection.CloseOk))
         else:
@@ -533,24 +575,23 @@ class Reader:
         actors.send_after(timeout, self.me, ("close_timeout",))
 
     def cleanup(self) -> None:
-        """Runs however the reader ends (also when killed), so no BIF that checks liveness."""
+        """Runs however the reader ends (also when killed), so no BIF that checks liveness.
+
+        Channels, heartbeats and the collector are not ours to stop: the
+        connection supervisor stops them once we are gone. The receiver is
+        only linked, and a normal exit does not travel along a link.
+        """
         self.ctx.alarm.unregister(self.me)
-        for ch in list(self.channels.values()):
-            self.node.exit_signal(self.me, ch.pid, "shutdown")
-        for pid in self.helpers:
-            self.node.exit_signal(self.me, pid, "kill")
+        if self.receiver is not None:
+            self.node.exit_signal(self.me, self.receiver, "kill")
         self.wire.close()
-        try:
-            self.ctx.backend.connection_closed(self.me)
-        except Exception:  # the connection is gone either way
-            log.exception("cleaning up exclusive queues failed")
 
 
-def reader_main(ctx: BrokerContext, sock: Any, registry: dict[Any, Reader] | None = None,
-                ) -> None:
-    """Entry point of a reader process for an accepted socket."""
+def reader_main(ctx: BrokerContext, sock: Any, sup: Any = None, helper_sup: Any = None,
+                registry: dict[Any, Reader] | None = None) -> None:
+    """Entry point of the reader of an accepted socket (`connection_sup.start_connection`)."""
     wire = Wire(sock, ctx.config.initial_frame_max)
-    reader = Reader(ctx, wire)
+    reader = Reader(ctx, wire, sup, helper_sup)
     if registry is not None:
         registry[reader.me] = reader
     try:
@@ -559,3 +600,5 @@ def reader_main(ctx: BrokerContext, sock: Any, registry: dict[Any, Reader] | Non
         reader.cleanup()
         if registry is not None:
             registry.pop(reader.me, None)
+    if reader.exit_reason != "normal":
+        actors.exit(reader.exit_reason)

@@ -34,6 +34,7 @@ from channel.backend import (
     Settled,
     Unblock,
 )
+from channel.consumer_args import check_consume_arguments
 from channel.errors import AmqpError, rs
 from channel.queue_args import Declared, check_equivalence
 
@@ -259,8 +260,18 @@ class MemorySession:
             self.b.node.send(self.channel, (EVENT, name, ("settled", (correlation,))))
         return actions
 
-    def consume(self, name: str, spec: ConsumeSpec) -> list[Action]:
+    def validate_consume(self, name: str, spec: ConsumeSpec) -> None:
+        """404 / 405, the classic consumer arguments, then exclusive-consumer rules."""
         self.check_access(name)
+        check_consume_arguments(name, self.vhost, "classic", spec.arguments)
+        q = self._q(name)
+        assert q is not None
+        if q.consumers and (spec.exclusive or any(c.spec.exclusive
+                                                  for c in q.consumers.values())):
+            raise AmqpError("ACCESS_REFUSED", f"{self._where(name)} in exclusive use")
+
+    def consume(self, name: str, spec: ConsumeSpec) -> list[Action]:
+        self.validate_consume(name, spec)
         q = self._q(name)
         assert q is not None
         q.consumers[(self.channel, spec.consumer_tag)] = _Consumer(self.channel, spec)

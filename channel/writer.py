@@ -5,6 +5,8 @@ replies, deliveries, returns and confirms in the order the channel produced
 them. Output is batched: frames are flushed once 1414 bytes are pending or the
 mailbox is empty; `flush` requests are answered after the bytes are on the
 socket. A failed write is reported to the reader, which drops the connection.
+The writer is a child of its channel's supervisor: when that stops it (the
+channel has ended), whatever is still pending is written before it exits.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def writer_main(wire: Wire, channel: int, reader: Any) -> None:
     pending: list[bytes] = []
     size = 0
     waiting: list[tuple[Any, Any]] = []
+    actors.process_flag("trap_exit", True)
 
     def write_out() -> None:
         nonlocal pending, size, waiting
@@ -59,6 +62,9 @@ def writer_main(wire: Wire, channel: int, reader: Any) -> None:
         elif kind == "stop":
             write_out()
             return
+        elif kind == "EXIT":  # only the channel supervisor is linked to us
+            write_out()
+            actors.exit(msg[2])
         if size >= FLUSH_THRESHOLD:
             write_out()
 

@@ -144,7 +144,7 @@ def test_exchange_only_policy_does_not_apply_to_queues() -> None:
 
 def test_users() -> None:
     st = Store()
-    st.apply(("add_user", User("bob", "pw", frozenset({"/"}))))
+    st.apply(("add_user", User("bob", "pw")))
     assert set(st.state.users) == {"guest", "bob"}
     assert st.apply(("delete_user", "bob")) == "ok"
     assert st.apply(("delete_user", "bob")) == ("error", "no_such_user")

@@ -329,7 +329,7 @@ def test_global_qos_is_refused_by_quorum_queues(conn: pika.BlockingConnection) -
         ch.queue_declare("gq", durable=True, arguments=QQ)
         ch.basic_qos(prefetch_count=10, global_qos=True)
         with pytest.raises(pex.ConnectionClosedByBroker) as info:
-            # consume-ok precedes the checkout, so the close comes right after it
+            # refused before consume-ok: basic_consume itself sees the close
             ch.basic_consume("gq", lambda *a: None)
             for _ in range(200):
                 conn.process_data_events(0.05)
@@ -509,7 +509,7 @@ def test_consumer_arguments_are_checked_for_the_queue_type(
         ch = conn.channel()
         ch.queue_declare("ca", durable=True, arguments=QQ)
         def consume() -> None:
-            # consume-ok is written before the queue type checks the arguments
+            # refused before consume-ok: basic_consume itself sees the close
             ch.basic_consume("ca", lambda *a: None, arguments=args)
             for _ in range(200):
                 conn.process_data_events(0.05)

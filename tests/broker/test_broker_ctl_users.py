@@ -1,0 +1,57 @@
+"""The metadata machine's user commands behind `warren ctl add_user` and friends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.metadata import MetadataMachine, MetadataState
+from channel.auth import User
+from channel.permissions import ALL, Permission
+
+
+class Store:
+    def __init__(self) -> None:
+        self.machine = MetadataMachine()
+        self.state: MetadataState = self.machine.init({})
+        self.index = 0
+
+    def apply(self, cmd: Any) -> Any:
+        self.index += 1
+        self.state, (_index, reply), _effects = self.machine.apply(
+            {"index": self.index}, cmd, self.state)
+        return reply
+
+
+def test_first_boot_guest_is_an_administrator_with_everything_on_slash() -> None:
+    guest = Store().state.users["guest"]
+    assert guest.tags == ("administrator",) and dict(guest.permissions) == {"/": ALL}
+
+
+def test_add_user_refuses_an_existing_user() -> None:
+    st = Store()
+    assert st.apply(("add_user", User("bob", "pw"))) == "ok"
+    assert st.apply(("add_user", User("bob", "other"))) == ("error", "user_already_exists")
+    assert st.state.users["bob"].password == "pw"
+
+
+def test_tags_and_permissions_replace_per_vhost_and_clear() -> None:
+    st = Store()
+    st.apply(("add_user", User("bob", "pw")))
+    st.apply(("add_vhost", "v"))
+    assert st.apply(("set_user_tags", "bob", ["management"])) == "ok"
+    assert st.apply(("set_permissions", "bob", "/", Permission("^a", "^b", "^c"))) == "ok"
+    assert st.apply(("set_permissions", "bob", "v", ALL)) == "ok"
+    assert st.apply(("set_permissions", "bob", "/", Permission("", ".*", ""))) == "ok"
+    bob = st.state.users["bob"]
+    assert bob.tags == ("management",)
+    assert dict(bob.permissions) == {"/": Permission("", ".*", ""), "v": ALL}
+    assert st.apply(("clear_permissions", "bob", "/")) == "ok"
+    assert dict(st.state.users["bob"].permissions) == {"v": ALL}
+
+
+def test_unknown_users_and_vhosts_are_refused() -> None:
+    st = Store()
+    assert st.apply(("set_user_tags", "nobody", [])) == ("error", "no_such_user")
+    assert st.apply(("set_permissions", "nobody", "/", ALL)) == ("error", "no_such_user")
+    reply = st.apply(("set_permissions", "guest", "nope", ALL))
+    assert reply == ("error", ("NOT_FOUND", "no vhost 'nope'"))
