@@ -38,8 +38,18 @@ class MessageContainer(Protocol):
     def mc_set_annotation(self, key: str, value: Any) -> MessageContainer: ...
 
 
+#: classes already seen to satisfy (or not) the protocol: ``isinstance`` against a
+#: runtime-checkable Protocol rescans its members on every call, and this test runs
+#: for every message on every replica
+_MC_CLASSES: dict[type, bool] = {}
+
+
 def is_mc(msg: Any) -> bool:
-    return isinstance(msg, MessageContainer)
+    cls = type(msg)
+    known = _MC_CLASSES.get(cls)
+    if known is None:
+        known = _MC_CLASSES[cls] = isinstance(msg, MessageContainer)
+    return known
 
 
 def message_size(msg: Any) -> tuple[int, int]:
