@@ -60,7 +60,8 @@ is 0.22 and 0.32 of the reference's msg/s and 5.3 times its window-1 p50.
   attributes on every call (about 10 us for a ``BasicMessage``, 18 us for bytes),
   and ``fifo/commands.py``, ``fifo/machine.py`` and ``fifo/replica_trace.py`` ask it
   for each message's size, priority, TTL and annotations on every replica (the stack
-  itself was not kept: this is the one caller of that function in warren). Next:
+  itself was not kept: this is the one caller of that function in warren). Since
+  that profile ``is_mc`` caches its answer per class (0.26 us a call). Next:
   ``ZmqTransport._pickle``
   11 % inclusive, the AMQP reader (``channel/reader.py``) 13 % inclusive with
   pamqp's property decoding, dataclass ``replace`` / ``fields`` / ``__init__`` of the
