@@ -166,6 +166,23 @@ def simple_status(n_violations: int, applicable: bool, why_skipped: str = "") ->
     return (FAIL if n_violations else PASS), ""
 
 
+def unrecorded_note(counts: dict[str, int]) -> str:
+    """What a replica check left undecided or excused (spec 4.0), for the verdict note."""
+    parts = []
+    if counts.get("unrecorded_decisions") or counts.get("unrecorded_deliveries"):
+        parts.append(f"{counts.get('unrecorded_decisions', 0)} decisions and "
+                     f"{counts.get('unrecorded_deliveries', 0)} client deliveries not "
+                     "decidable: the sender's history has a hole (killed before its "
+                     "recorder flushed)")
+    if counts.get("unrecorded_indexes"):
+        parts.append(f"{counts['unrecorded_indexes']} server indexes with decisions cut "
+                     "short by a kill left out of decision agreement")
+    if counts.get("resent_after_restart"):
+        parts.append(f"{counts['resent_after_restart']} sends repeated by a restarted "
+                     "member (effects above its persisted last_applied re-executed)")
+    return "; ".join(parts)
+
+
 def dlx_status(counts: dict[str, int], applicable: bool, drained: bool) -> tuple[str, str]:
     if not applicable:
         return SKIPPED, "no at-least-once dead-lettering configured"

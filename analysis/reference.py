@@ -374,6 +374,10 @@ def replica_determinism(h: RefHistory, p: Params) -> RefResult:
         if r["kind"] == "service_queue":
             decisions[(r["queue"], r["raft_index"])][r["server"]].add(
                 (r["msg_id"], r["consumer_key"], r["attempt"]))
+    cut = {(hole.queue, hole.cut_index, hole.server) for hole in dark_intervals(h)
+           if hole.cut_index is not None}
+    for q, i, server in cut:
+        decisions.get((q, i), {}).pop(server, None)
     violations = [_v(check, "log_disagreement", q, raft_index=i, detail=str(len(s)))
                   for (q, i), s in log.items() if len(s) > 1]
     violations += [_v(check, "state_disagreement", q, raft_index=i, detail=str(len(s)))
@@ -401,14 +405,64 @@ def replica_determinism(h: RefHistory, p: Params) -> RefResult:
             leaders[(r["queue"], r["raft_term"])].add(r["leader"])
     violations += [_v(check, "election_safety", q, key=f"term={t}", detail=str(len(s)))
                    for (q, t), s in leaders.items() if len(s) > 1]
-    return _result(check, len(applied), violations, {"applied": len(applied)},
-                   model.simple_status(len(violations), True))
+    counts = {"applied": len(applied), "unrecorded_indexes": len(cut)}
+    return _result(check, len(applied), violations, counts,
+                   (model.simple_status(len(violations), True)[0],
+                    model.unrecorded_note(counts)))
 
 
 # -- 4.4 local delivery --------------------------------------------------------------
 
 def server_node(server: str) -> str:
     return server.rsplit("@", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Hole:
+    """Where a server's recorded history is missing (see `analysis.checks.common`)."""
+
+    queue: str
+    server: str
+    dark_from: int
+    dark_to: int
+    sent_upto: int | None
+    cut_index: int | None
+
+
+def dark_intervals(h: RefHistory) -> set[Hole]:
+    rep = [r for r in h.rows("replica_events") if r["server"] is not None]
+    node_servers: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    per_server: dict[tuple[str, str], list[tuple[tuple[int, bool, int], Row | None]]] = \
+        defaultdict(list)
+    for r in rep:
+        node_servers[r["node"]].add((r["queue"], r["server"]))
+        per_server[(r["queue"], r["server"])].append(((r["ts_ns"], False, r["seq"]), r))
+    for k in h.rows("nemesis_events", "start"):
+        if k["fault"] == "kill":
+            for node in k["targets"] or []:
+                for qs in node_servers.get(node, ()):
+                    per_server[qs].append(((k["ts_ns"], True, -1), None))
+    holes: set[Hole] = set()
+    for (q, server), rows in per_server.items():
+        rows.sort(key=lambda x: x[0])
+        prev: Row | None = None
+        sent_upto: int | None = None
+        for i, ((ts, is_kill, _), r) in enumerate(rows):
+            if prev is not None and (is_kill or (r is not None and r["kind"] == "recovered")):
+                if is_kill:
+                    dark_to = next((x[0][0] for x in rows[i + 1:]
+                                    if x[1] is not None and x[1]["kind"] == "recovered"), BIG)
+                else:
+                    dark_to = ts
+                cut = (prev["raft_index"] if prev["kind"] in ("applied", "service_queue")
+                       else None)
+                holes.add(Hole(q, server, prev["ts_ns"], dark_to, sent_upto, cut))
+            if r is not None:
+                prev = r
+                if r["kind"] == "local_delivery" and r["raft_index"] is not None:
+                    sent_upto = max(sent_upto if sent_upto is not None else r["raft_index"],
+                                    r["raft_index"])
+    return holes
 
 
 def local_delivery(h: RefHistory, p: Params) -> RefResult:
@@ -418,10 +472,23 @@ def local_delivery(h: RefHistory, p: Params) -> RefResult:
         return _result(check, 0, [], {}, model.simple_status(0, False, "no replica_events"))
     decisions = {(r["queue"], r["msg_id"], r["attempt"], r["raft_index"], r["consumer_key"],
                   r["consumer_node"]) for r in rep if r["kind"] == "service_queue"}
+    recoveries: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for r in rep:
+        if r["kind"] == "recovered":
+            recoveries[(r["queue"], r["server"])].append(r["ts_ns"])
     sends: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
     for r in rep:
         if r["kind"] == "local_delivery":
-            sends[(r["queue"], r["msg_id"], r["attempt"])].append(r)
+            inc = sum(t <= r["ts_ns"] for t in recoveries[(r["queue"], r["server"])])
+            sends[(r["queue"], r["msg_id"], r["attempt"])].append(dict(r, incarnation=inc))
+    resent = 0
+    first_sends: dict[tuple[Any, ...], int] = {}
+    for k, got in sends.items():
+        lives: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for s in got:
+            lives[s["server"]][s["incarnation"]] += 1
+        first_sends[k] = sum(max(per_life.values()) for per_life in lives.values())
+        resent += len(got) - first_sends[k]
     first_applied: dict[tuple[str, int], int] = {}
     term_of: dict[tuple[str, int], int] = {}
     for r in rep:
@@ -439,41 +506,66 @@ def local_delivery(h: RefHistory, p: Params) -> RefResult:
         if r["server"] is not None:
             k = (r["queue"], server_node(r["server"]))
             member_on[k] = min(member_on.get(k, r["server"]), r["server"])
+    holes: dict[tuple[str, str], list[Hole]] = defaultdict(list)
+    for hole in dark_intervals(h):
+        holes[(hole.queue, hole.server)].append(hole)
     closes: dict[tuple[str, str | None], int] = {}
     for r in h.rows("client_ops", "channel_close", "conn_close"):
         k = (r["conn_id"], str(r["channel_id"]) if r["kind"] == "channel_close" else None)
         closes[k] = min(closes.get(k, BIG), r["ts_ns"])
     violations: list[Violation] = []
+    excused: set[tuple[Any, ...]] = set()
+    unrecorded = 0
     for q, m, att, idx, ck, cnode in decisions:
         got = sends.get((q, m, att), [])
-        if not got:
-            conn, _, rest = (ck or "").partition("/")
-            chan = rest.partition("/")[0]
-            closed = min(closes.get((conn, chan), BIG), closes.get((conn, None), BIG))
-            applied_at = first_applied.get((q, idx))
-            if applied_at is None or closed > applied_at:
-                violations.append(_v(check, "missing_send", q, m, key=ck, raft_index=idx,
-                                     detail=str(att)))
-            continue
-        if len(got) > 1:
-            violations.append(_v(check, "double_send", q, m, key=ck, raft_index=idx,
-                                 detail=str(len(got))))
         expected = member_on.get((q, cnode))
         if expected is None:
             expected = leader.get((q, term_of.get((q, idx), -1)))
+        applied_at = first_applied.get((q, idx))
+        if not got:
+            # the expected sender's record has a hole after the decision was applied and
+            # shows no later send before it: the send may have been lost with the hole
+            hidden = applied_at is not None and any(
+                applied_at <= hole.dark_to
+                and (hole.sent_upto if hole.sent_upto is not None else -1) <= idx
+                for hole in holes.get((q, expected or ""), ()))
+            if hidden:
+                excused.add((q, m, att, ck))
+            conn, _, rest = (ck or "").partition("/")
+            chan = rest.partition("/")[0]
+            closed = min(closes.get((conn, chan), BIG), closes.get((conn, None), BIG))
+            if applied_at is None or closed > applied_at:
+                if hidden:
+                    unrecorded += 1
+                else:
+                    violations.append(_v(check, "missing_send", q, m, key=ck, raft_index=idx,
+                                         detail=str(att)))
+            continue
+        if first_sends[(q, m, att)] > 1:
+            violations.append(_v(check, "double_send", q, m, key=ck, raft_index=idx,
+                                 detail=str(first_sends[(q, m, att)])))
         for s in got:
             if expected is not None and s["server"] != expected:
                 violations.append(_v(check, "wrong_sender", q, m, key=s["server"],
                                      raft_index=idx, ts_ns=s["ts_ns"], detail=expected))
     keyed = {(r["queue"], r["msg_id"], r["attempt"], r["consumer_key"])
              for r in rep if r["kind"] == "local_delivery"}
+    excused_deliveries = 0
     for r in h.rows("client_ops", "deliver"):
         ck = _ckey(r)
-        if (r["queue"], r["msg_id"], r["delivery_count"] or 0, ck) not in keyed:
-            violations.append(_v(check, "orphan_delivery", r["queue"], r["msg_id"], key=ck,
-                                 ts_ns=r["ts_ns"], detail=str(r["delivery_count"] or 0)))
-    return _result(check, len(decisions), violations, {"decisions": len(decisions)},
-                   model.simple_status(len(violations), True))
+        k = (r["queue"], r["msg_id"], r["delivery_count"] or 0, ck)
+        if k in keyed:
+            continue
+        if k in excused:
+            excused_deliveries += 1
+            continue
+        violations.append(_v(check, "orphan_delivery", r["queue"], r["msg_id"], key=ck,
+                             ts_ns=r["ts_ns"], detail=str(r["delivery_count"] or 0)))
+    counts = {"decisions": len(decisions), "unrecorded_decisions": unrecorded,
+              "unrecorded_deliveries": excused_deliveries, "resent_after_restart": resent}
+    status = model.simple_status(len(violations), True)
+    return _result(check, len(decisions), violations, counts,
+                   (status[0], model.unrecorded_note(counts)))
 
 
 # -- 4.6 dead lettering --------------------------------------------------------------

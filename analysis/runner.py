@@ -65,7 +65,7 @@ def verdict_of(result: CheckResult) -> tuple[Verdict, DataFrame]:
     n = df.count()
     status, note = result.status, result.note
     if status is None:
-        status, note = model.simple_status(n, True)
+        status, _ = model.simple_status(n, True)
     return (Verdict(result.check, status, result.examined, n,
                     _sample(df) if n else [], note, result.counts), df)
 

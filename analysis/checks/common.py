@@ -156,3 +156,53 @@ def enqueue_pos(h: History) -> DataFrame:
             .where((F.col("kind") == "applied") & (F.col("cmd_type") == "enqueue")
                    & F.col("msg_id").isNotNull())
             .groupBy("queue", "msg_id").agg(F.min("raft_index").alias("pos")))
+
+
+def dark_intervals(h: History) -> DataFrame:
+    """Where a replica's history is missing (spec 4.0, "Missing node data").
+
+    A killed process loses the events it had not flushed yet, so a server's record has a
+    hole from its last row before the kill to its next `recovered` (never closed when
+    it did not come back). One row per hole: `(queue, server, dark_from, dark_to,
+    sent_upto, cut_index)`. Holes come from nemesis `kill` starts naming the server's
+    node and from `recovered` rows that follow earlier rows of the same server (a restart
+    the nemesis did not record). `sent_upto` is the highest `local_delivery` index the
+    server recorded before the hole (sends are executed in log order); `cut_index` is the
+    index whose apply was being recorded when the record stopped (its decisions may be
+    partly lost), when the last row is an `applied` or `service_queue` row.
+    """
+    return h.cached("dark_intervals", lambda: _dark_intervals(h))
+
+
+def _dark_intervals(h: History) -> DataFrame:
+    rep = h["replica_events"].where(F.col("server").isNotNull())
+    cols = ["queue", "server", "ts_ns", "seq", "kind", "raft_index"]
+    servers = rep.select("queue", "server", "node").distinct()
+    kills = (h["nemesis_events"].where((F.col("kind") == "start") & (F.col("fault") == "kill"))
+             .select(F.explode("targets").alias("node"), "ts_ns"))
+    kill_rows = kills.join(servers, "node").select(
+        "queue", "server", "ts_ns", F.lit(-1).cast("long").alias("seq"),
+        F.lit("kill").alias("kind"), F.lit(None).cast("long").alias("raft_index"),
+        F.lit(True).alias("is_kill"))
+    rows = rep.select(*cols, F.lit(False).alias("is_kill")).unionByName(kill_rows)
+    order = Window.partitionBy("queue", "server").orderBy("ts_ns", "is_kill", "seq")
+    before = order.rowsBetween(Window.unboundedPreceding, -1)
+    after = order.rowsBetween(1, Window.unboundedFollowing)
+    recorded = ~F.col("is_kill")
+    prev = F.last(F.when(recorded, F.struct("ts_ns", "kind", "raft_index")),
+                  ignorenulls=True).over(before)
+    marked = rows.select(
+        "*", prev.alias("prev"),
+        F.max(F.when(F.col("kind") == "local_delivery", F.col("raft_index")))
+        .over(before).alias("sent_upto"),
+        F.min(F.when(F.col("kind") == "recovered", F.col("ts_ns"))).over(after)
+        .alias("next_recovered"))
+    holes = marked.where((F.col("is_kill") | (F.col("kind") == "recovered"))
+                         & F.col("prev").isNotNull())
+    return holes.select(
+        "queue", "server", F.col("prev.ts_ns").alias("dark_from"),
+        F.when(F.col("is_kill"), F.coalesce("next_recovered", F.lit(BIG)))
+        .otherwise(F.col("ts_ns")).alias("dark_to"),
+        "sent_upto",
+        F.when(F.col("prev.kind").isin("applied", "service_queue"), F.col("prev.raft_index"))
+        .alias("cut_index")).distinct()

@@ -1,6 +1,10 @@
 """Replica determinism (spec 4.3): every Ra server of a queue applies the same log,
 reaches the same states, makes the same service-queue decisions, applies in index
-order, and at most one leader is elected per term."""
+order, and at most one leader is elected per term.
+
+A server killed while recording an apply may have lost that index's decisions (spec
+4.0): such (server, index) pairs are left out of decision agreement and counted.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,14 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import ORDER, CheckResult, no_violations, vrows
+from analysis.checks.common import (
+    ORDER,
+    CheckResult,
+    count_rows,
+    dark_intervals,
+    no_violations,
+    vrows,
+)
 from analysis.load import History
 from analysis.model import Params
 
@@ -38,8 +49,11 @@ def run(h: History, p: Params) -> CheckResult:
                    F.struct("msg_id", "consumer_key", "attempt")))).alias("set")))
     servers = applied.select(*idx, "server").unionByName(decided.select(*idx, "server")) \
         .distinct()
-    per_server = servers.join(decided, [*idx, "server"], "left") \
-        .select(*idx, F.coalesce("set", F.lit("[]")).alias("set"))
+    cut = (dark_intervals(h).where(F.col("cut_index").isNotNull())
+           .select("queue", F.col("cut_index").alias("raft_index"), "server").distinct())
+    per_server = (servers.join(cut, [*idx, "server"], "left_anti")
+                  .join(decided, [*idx, "server"], "left")
+                  .select(*idx, F.coalesce("set", F.lit("[]")).alias("set")))
     dec = per_server.groupBy(*idx).agg(F.count_distinct("set").alias("n"))
     dec_v = vrows(dec.where(F.col("n") > 1), CHECK, "decision_disagreement",
                   queue=F.col("queue"), raft_index=F.col("raft_index"), detail=F.col("n"))
@@ -61,5 +75,9 @@ def run(h: History, p: Params) -> CheckResult:
                     detail=F.col("n"))
     violations = (log_v.unionByName(state_v).unionByName(dec_v).unionByName(order_v)
                   .unionByName(elect_v))
-    examined = applied.count()
-    return CheckResult(CHECK, None, examined, violations, {"applied": examined})
+    counts = count_rows(applied.agg(F.count(F.lit(1)).alias("applied"))
+                        .crossJoin(cut.agg(F.count(F.lit(1)).alias("unrecorded_indexes"))),
+                        applied=F.first("applied"),
+                        unrecorded_indexes=F.first("unrecorded_indexes"))
+    return CheckResult(CHECK, None, counts["applied"], violations, counts,
+                       model.unrecorded_note(counts))

@@ -352,3 +352,102 @@ def local_delivery_kinds(b: Builder) -> tuple[list[Violation], dict[str, str]]:
             b.v(chk, "missing_send", "l", 5, key=b.ckey("c"), raft_index=5, detail="0"),
             b.v(chk, "orphan_delivery", "l", 7, key=b.ckey("c"), ts_ns=orphan_ts, detail="0")], \
         {chk: "fail"}
+
+
+# -- missing node data (spec 4.0): a SIGKILLed node loses its unflushed events -------------
+# These cases name their nodes after their prefix: a kill hides every server of its node.
+
+def kill(b: Builder, node: str) -> None:
+    b._emit("nemesis_events", "nemesis", "start", "nemesis", fault="kill", targets=[node])
+
+
+@case
+def killed_sender_lost_its_last_sends(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    n1, n2 = b.p + "a1", b.p + "a2"
+    q = b.q("h")
+    b.open("c")
+    b.rep("leader_elected", "h", n1, raft_term=1, leader=f"{q}@{n1}")
+
+    def decide(i: int, nodes: tuple[str, ...]) -> None:
+        b.applied("h", i, "enqueue", i, nodes=nodes)
+        for n in nodes:
+            b.rep("service_queue", "h", n, raft_index=i, msg_id=i, consumer_key=b.ckey("c"),
+                  consumer_node=n2, attempt=0)
+
+    decide(1, (n1, n2))
+    b.rep("local_delivery", "h", n2, raft_index=1, msg_id=1, consumer_key=b.ckey("c"),
+          attempt=0)
+    b.deliver("h", 1)
+    decide(2, (n1, n2))  # n2 sent 2, but its recorder never flushed the send
+    b.deliver("h", 2)
+    decide(3, (n1,))  # applied by n2 too, after its last flush
+    b.deliver("h", 3)
+    kill(b, n2)
+    b.rep("recovered", "h", n2, raft_index=0)
+    return [], {"local_delivery": "pass", "replica_determinism": "pass"}
+
+
+@case
+def sends_outside_a_hole_are_still_checked(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    n1, n2 = b.p + "b1", b.p + "b2"
+    b.open("c")
+
+    def decide(i: int) -> None:
+        b.applied("o", i, "enqueue", i, nodes=(n1, n2))
+        for n in (n1, n2):
+            b.rep("service_queue", "o", n, raft_index=i, msg_id=i, consumer_key=b.ckey("c"),
+                  consumer_node=n2, attempt=0)
+
+    decide(1)  # never sent, and n2 recorded a later send before it was killed
+    decide(2)
+    b.rep("local_delivery", "o", n2, raft_index=2, msg_id=2, consumer_key=b.ckey("c"),
+          attempt=0)
+    kill(b, n2)
+    b.rep("recovered", "o", n2, raft_index=0)
+    decide(3)  # decided after n2 came back: its record covers it
+    chk = "local_delivery"
+    return [b.v(chk, "missing_send", "o", 1, key=b.ckey("c"), raft_index=1, detail="0"),
+            b.v(chk, "missing_send", "o", 3, key=b.ckey("c"), raft_index=3, detail="0")], \
+        {chk: "fail"}
+
+
+@case
+def restarted_member_resends_but_never_twice_per_life(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    n1, n2 = b.p + "c1", b.p + "c2"
+    b.open("c")
+    ld = {"consumer_key": b.ckey("c"), "attempt": 0}
+    for i in (1, 2):
+        b.applied("r", i, "enqueue", i, nodes=(n1, n2))
+        for n in (n1, n2):
+            b.rep("service_queue", "r", n, raft_index=i, msg_id=i, consumer_node=n2, **ld)
+    b.rep("local_delivery", "r", n2, raft_index=1, msg_id=1, **ld)
+    b.rep("local_delivery", "r", n2, raft_index=2, msg_id=2, **ld)
+    kill(b, n2)
+    # n2 had persisted last_applied 0: it applies 1 and 2 again, effects included
+    b.rep("recovered", "r", n2, raft_index=0)
+    b.applied("r", 1, "enqueue", 1, nodes=(n2,))
+    b.applied("r", 2, "enqueue", 2, nodes=(n2,))
+    b.rep("local_delivery", "r", n2, raft_index=1, msg_id=1, **ld)  # a resend: legal
+    b.rep("local_delivery", "r", n2, raft_index=2, msg_id=2, **ld)
+    b.rep("local_delivery", "r", n2, raft_index=2, msg_id=2, **ld)  # twice in one life
+    return [b.v("local_delivery", "double_send", "r", 2, key=b.ckey("c"), raft_index=2,
+                detail="2")], {"local_delivery": "fail"}
+
+
+@case
+def decisions_cut_by_a_kill_are_not_compared(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    n1, n2, n3 = b.p + "d1", b.p + "d2", b.p + "d3"
+    for i in (1, 2):
+        b.applied("d", i, "enqueue", i, nodes=(n1, n2, n3))
+        for n in (n1, n2) if i == 2 else (n1, n2, n3):
+            b.rep("service_queue", "d", n, raft_index=i, msg_id=i, consumer_key="k",
+                  consumer_node=n1, attempt=0)
+    kill(b, n3)  # n3's decision at 2 was still in its buffer; it never came back
+    b.applied("d", 3, "enqueue", 3, nodes=(n1, n2))
+    b.rep("service_queue", "d", n1, raft_index=3, msg_id=3, consumer_key="k",
+          consumer_node=n1, attempt=0)  # n2 recorded 3 and lost nothing: a disagreement
+    chk = "replica_determinism"
+    return [b.v(chk, "decision_disagreement", "d", raft_index=3, detail="2")], {chk: "fail"}

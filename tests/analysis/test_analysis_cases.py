@@ -75,3 +75,17 @@ def test_spark_finds_the_same_rows_as_the_reference(spark: SparkSession) -> None
         mine = [v for c in checks for v in rows[c] if (v[2] or v[5] or "").startswith(prefix)]
         assert sorted(mine, key=repr) == sorted(expected, key=repr), name
     h.unpersist()
+
+
+def test_missing_node_data_and_resends_are_counted_not_reported() -> None:
+    results = {}
+    for name in ("killed_sender_lost_its_last_sends",
+                 "restarted_member_resends_but_never_twice_per_life"):
+        b = Builder()
+        CASES[name](b)
+        results[name] = reference.run_all(reference.RefHistory.from_rows(b.tables()))
+    killed = results["killed_sender_lost_its_last_sends"]["local_delivery"]
+    assert (killed.counts["unrecorded_decisions"], killed.counts["unrecorded_deliveries"]) == (2, 2)
+    assert killed.note.startswith("2 decisions and 2 client deliveries not decidable")
+    resent = results["restarted_member_resends_but_never_twice_per_life"]["local_delivery"]
+    assert resent.counts["resent_after_restart"] == 2
