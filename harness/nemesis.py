@@ -89,6 +89,14 @@ class Nemesis:
         """Inject one fault and record its `start`; FaultError when it cannot be."""
         try:
             targets = self.resolve(spec)
+        except (CtlError, KeyError, FaultError) as exc:
+            raise FaultError(f"{spec.fault} on {spec.target}: {exc}") from exc
+        return self.inject(spec, targets)
+
+    def inject(self, spec: FaultSpec, targets: list[NodeSpec]) -> ActiveFault:
+        """`start` on targets the caller already chose (the pytest plugin's helpers
+        name their nodes; `spec.target` is then only what gets reported)."""
+        try:
             inject = getattr(self, f"_start_{spec.fault}")
             params, undo = inject(targets, dict(spec.params))
         except (CtlError, KeyError, FaultError) as exc:
@@ -98,12 +106,17 @@ class Nemesis:
         self.active.append(active)
         return active
 
-    def stop(self, active: ActiveFault) -> None:
-        """Heal one fault and record its `stop` (also when healing went wrong)."""
+    def stop(self, active: ActiveFault, undo: bool = True) -> None:
+        """Heal one fault and record its `stop` (also when healing went wrong).
+
+        `undo=False` only closes the recorded window: a test that leaves a killed
+        node dead ends its fault when the test ends, without paying for a restart.
+        """
         if active in self.active:
             self.active.remove(active)
         try:
-            active.undo()
+            if undo:
+                active.undo()
         except (CtlError, OSError) as exc:
             self.errors.append(f"healing {active.spec.fault}: {exc}")
             log.warning("healing %s failed: %s", active.spec.fault, exc)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -40,9 +41,14 @@ from harness.nemesis import Nemesis
 from harness.scenarios import Scenario
 from harness.workload import ClientConfig
 
-__all__ = ["EXIT_HARNESS", "RunResult", "run_scenario"]
+__all__ = ["EXIT_HARNESS", "Analyzer", "RunResult", "run_scenario"]
 
 EXIT_PASS, EXIT_MISMATCH, EXIT_UNKNOWN, EXIT_HARNESS = 0, 1, 2, 5
+
+#: analyses a compacted run directory in this process: writes
+#: `<run>/analysis/summary.json` and returns `warren analyze`'s exit code. Test
+#: sessions pass one that keeps a single SparkSession for all their runs.
+Analyzer = Callable[[Path], int]
 
 
 @dataclass
@@ -74,8 +80,15 @@ class RunResult:
 def run_scenario(scenario: Scenario, run_dir: str | Path | None = None, *,
                  console: Console | None = None, seed: int = 0, analyze: bool = True,
                  backend: str = "quorum", node_argv: NodeArgv = warren_node_argv,
-                 analysis_argv: list[str] | None = None) -> RunResult:
-    """Run `scenario`; see the module docstring for the steps and exit codes."""
+                 analysis_argv: list[str] | None = None, analyzer: Analyzer | None = None,
+                 nemesis_cls: type[Nemesis] = Nemesis) -> RunResult:
+    """Run `scenario`; see the module docstring for the steps and exit codes.
+
+    By default the analysis is `warren analyze` in a process of its own (Spark stays
+    out of this one); `analyzer` runs it in this process instead. `nemesis_cls` lets a
+    test add fault kinds of its own (a `_start_<fault>` method) without them becoming
+    part of the scenario catalogue.
+    """
     errors = scenario.validate()
     if errors:
         raise ValueError(f"scenario {scenario.name}: " + "; ".join(errors))
@@ -96,7 +109,7 @@ def run_scenario(scenario: Scenario, run_dir: str | Path | None = None, *,
         cluster.start()
         _declare(cluster, scenario)
         clients = _start_clients(cluster, scenario, run, run_id)
-        nemesis = Nemesis(cluster, nemesis_rec.sink, seed=seed)
+        nemesis = nemesis_cls(cluster, nemesis_rec.sink, seed=seed)
         _play(scenario, nemesis, out)
         result.problems += nemesis.errors
         time.sleep(scenario.settle_s)
@@ -119,7 +132,7 @@ def run_scenario(scenario: Scenario, run_dir: str | Path | None = None, *,
             out.print(f"[yellow]- {line}[/]")
         result.exit_code = EXIT_PASS
         return result
-    return _analyze(result, scenario, out, analysis_argv)
+    return _analyze(result, scenario, out, analysis_argv, analyzer)
 
 
 def _record_meta(rec: Recorder, scenario: Scenario, seed: int, backend: str) -> None:
@@ -213,17 +226,22 @@ def _drain(clients: list[Client], timeout_s: float) -> list[str]:
 
 
 def _analyze(result: RunResult, scenario: Scenario, out: Console,
-             argv: list[str] | None) -> RunResult:
-    cmd = argv or [sys.executable, "-m", "analysis.cli", "analyze"]
+             argv: list[str] | None, analyzer: Analyzer | None = None) -> RunResult:
     with out.status("analysis (PySpark)"):
-        done = subprocess.run([*cmd, str(result.run_dir)], capture_output=True, check=False)
-    result.analysis_code = done.returncode
-    (result.run_dir / "analysis.log").write_bytes(done.stdout + done.stderr)
+        if analyzer is not None:
+            code = analyzer(result.run_dir)
+        else:
+            cmd = argv or [sys.executable, "-m", "analysis.cli", "analyze"]
+            done = subprocess.run([*cmd, str(result.run_dir)], capture_output=True,
+                                  check=False)
+            code = done.returncode
+            (result.run_dir / "analysis.log").write_bytes(done.stdout + done.stderr)
+    result.analysis_code = code
     summary_path = result.run_dir / "analysis" / "summary.json"
-    if done.returncode in (3, 4) or not summary_path.exists():
-        out.print(f"[red]analysis failed ({done.returncode})[/]; "
+    if code in (3, 4) or not summary_path.exists():
+        out.print(f"[red]analysis failed ({code})[/]; "
                   f"see {result.run_dir / 'analysis.log'}")
-        result.exit_code = done.returncode if done.returncode in (3, 4) else 3
+        result.exit_code = code if code in (3, 4) else 3
         return result
     result.summary = json.loads(summary_path.read_text())
     result.unmet = unmet_expectations(scenario, result.summary)
