@@ -51,6 +51,10 @@ class Params:
     bucket_ns: int = NS
 
 
+#: `rabbit_quorum_queue` applies this delivery limit when a queue declares none
+DEFAULT_QQ_DELIVERY_LIMIT = 20
+
+
 @dataclass
 class RunConfig:
     """The `run_meta` row, parsed; defaults describe a run without metadata."""
@@ -83,6 +87,23 @@ class RunConfig:
     def dlx_queues(self) -> list[str]:
         """Queues with any dead-letter target: a drop there may reappear elsewhere."""
         return sorted(q for q, c in self.queues.items() if c.get("dlx_target"))
+
+    def dlx_chain(self, queue: str) -> list[str]:
+        """The queues a message of `queue` can be dead-lettered into, in order (a
+        target that loops back ends the chain)."""
+        chain = [queue]
+        while (target := self.queues.get(chain[-1], {}).get("dlx_target")) \
+                and target not in chain:
+            chain.append(target)
+        return chain[1:]
+
+    def delivery_limit(self, queue: str) -> int | None:
+        """Returns of a message `queue` allows before it is dead-lettered or dropped:
+        the declared limit, else RabbitMQ's default for quorum queues (4.0 onwards)."""
+        conf = self.queues.get(queue, {})
+        if conf.get("delivery_limit") is not None:
+            return int(conf["delivery_limit"])
+        return DEFAULT_QQ_DELIVERY_LIMIT if conf.get("type") == "quorum" else None
 
     def sac_fifo_queues(self) -> list[str]:
         """Single-active-consumer queues consumed with prefetch 1 (strict FIFO applies)."""
@@ -157,6 +178,10 @@ def total_queue_status(counts: dict[str, int], drained: bool, drain_expected: bo
         if drain_expected:
             return UNKNOWN, "no completed drain: lost messages cannot be decided"
         return PASS, "workload has no drain: lost not checked"
+    if counts.get("dropped", 0):
+        return PASS, (f"{counts['dropped']} messages dropped by the last queue they reached "
+                      "(rejected without requeue, or returned past its delivery limit, with "
+                      "no dead-letter target): not lost")
     return PASS, ""
 
 
@@ -181,6 +206,24 @@ def unrecorded_note(counts: dict[str, int]) -> str:
         parts.append(f"{counts['resent_after_restart']} sends repeated by a restarted "
                      "member (effects above its persisted last_applied re-executed)")
     return "; ".join(parts)
+
+
+def channel_fifo_note(counts: dict[str, int]) -> str:
+    """First deliveries per-channel FIFO left out, for the verdict note."""
+    n = counts.get("dead_lettered", 0)
+    if not n:
+        return ""
+    return (f"{n} first deliveries of dead-lettered messages left out: they reached their "
+            "queue by dead-lettering, not from the publishing channel")
+
+
+def supervision_note(counts: dict[str, int]) -> str:
+    """Ended actors `supervision_liveness` did not count, for the verdict note."""
+    n = counts.get("excused", 0) + counts.get("excused_give_ups", 0)
+    if not n:
+        return ""
+    return (f"{n} ended actors not counted: not permanent children, or under a supervisor "
+            "that ended (gave up or was stopped) and is judged as its parent's child")
 
 
 def dlx_status(counts: dict[str, int], applicable: bool, drained: bool) -> tuple[str, str]:

@@ -7,6 +7,8 @@ violation rows (in `model.VIOLATION_COLUMNS` order); tests assert they agree exa
 
 from __future__ import annotations
 
+import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -164,12 +166,38 @@ def deliveries(h: RefHistory, p: Params) -> list[Delivery]:
 
 # -- 4.1 total queue -----------------------------------------------------------------
 
+def first_publishes(h: RefHistory) -> dict[int, Row]:
+    """msg_id -> its first `publish` row."""
+    pubs: dict[int, Row] = {}
+    for r in sorted(h.rows("client_ops", "publish"), key=okey):
+        pubs.setdefault(r["msg_id"], r)
+    return pubs
+
+
+def _fate(h: RefHistory, m: int, queue: str, ds_: list[Delivery],
+          discarded: set[tuple[int, str]]) -> tuple[str, bool]:
+    """The last queue of `queue`'s dead-letter chain the message reached (a discard into
+    it, or a delivery from it), and whether that queue dropped it: rejected without
+    requeue or returned past its delivery limit, with no dead-letter target."""
+    end = queue
+    seen = {d.row["queue"] for d in ds_}
+    for target in h.meta.dlx_chain(queue):
+        if target in seen or (m, target) in discarded:
+            end = target
+    if h.meta.queues.get(end, {}).get("dlx_target"):
+        return end, False
+    there = [d for d in ds_ if d.row["queue"] == end]
+    returned = [d for d in there if d.outcome == "returned"]
+    counted = max(((d.row["delivery_count"] or 0) + 1 for d in returned), default=0)
+    limit = h.meta.delivery_limit(end)
+    past_limit = limit is not None and max(len(returned), counted) > limit
+    return end, past_limit or any(d.outcome == "dropped" for d in there)
+
+
 def total_queue(h: RefHistory, p: Params) -> RefResult:
     check = "total_queue"
     ops = h.rows("client_ops")
-    pubs: dict[int, Row] = {}
-    for r in sorted((r for r in ops if r["kind"] == "publish"), key=okey):
-        pubs.setdefault(r["msg_id"], r)
+    pubs = first_publishes(h)
     confirmed = {r["msg_id"] for r in ops if r["kind"] == "confirm"}
     nacked = {r["msg_id"] for r in ops if r["kind"] == "pub_nack"} - confirmed
     dls = deliveries(h, p)
@@ -193,13 +221,19 @@ def total_queue(h: RefHistory, p: Params) -> RefResult:
     drained = h.drained
     counts = dict.fromkeys(("lost", "lost_never_delivered", "lost_delivered_never_acked",
                             "duplicated", "duplicated_beyond_redelivery", "recovered_nacked",
-                            "recovered_indeterminate", "settled_ok"), 0)
+                            "recovered_indeterminate", "settled_ok", "dead_lettered",
+                            "dropped"), 0)
+    discarded: set[tuple[int, str]] = set()
+    for r in h.rows("replica_events", "dlx_discard"):
+        target = h.meta.queues.get(r["queue"], {}).get("dlx_target")
+        if target:
+            discarded.add((r["msg_id"], target))
     for m, pub in pubs.items():
         ds_ = per_msg.get(m, [])
         oks = sum(d.outcome == "ok" for d in ds_)
         if ds_:
             explained = sum(d.outcome == "returned" or d.ambiguous
-                            or (d.outcome == "dropped" and pub["queue"] in dlx_queues)
+                            or (d.outcome == "dropped" and d.row["queue"] in dlx_queues)
                             for d in ds_)
             extra = len(ds_) - 1 - explained
             if extra > 0:
@@ -211,11 +245,19 @@ def total_queue(h: RefHistory, p: Params) -> RefResult:
             counts["duplicated"] += oks > 1
             if m not in confirmed:
                 counts["recovered_nacked" if m in nacked else "recovered_indeterminate"] += 1
+        end, dropped = _fate(h, m, pub["queue"], ds_, discarded)
+        counts["dead_lettered"] += end != pub["queue"]
+        if oks:
+            continue
+        if dropped:
+            counts["dropped"] += 1
         elif drained and m in confirmed:
-            kind = "lost_delivered_never_acked" if ds_ else "lost_never_delivered"
+            there = [d for d in ds_ if d.row["queue"] == end]
+            kind = "lost_delivered_never_acked" if there else "lost_never_delivered"
             counts["lost"] += 1
             counts[kind] += 1
-            violations.append(_v(check, kind, pub["queue"], m))
+            violations.append(_v(check, kind, end, m, detail=None if end == pub["queue"]
+                                 else f"dead-lettered from {pub['queue']}"))
     counts.update(attempted=len(pubs), confirmed=len(confirmed & pubs.keys()),
                   nacked=len(nacked & pubs.keys()), unexpected=unexpected,
                   deliveries=len(dls))
@@ -258,8 +300,12 @@ def _descents(groups: dict[Any, list[Row]], value: str) -> list[tuple[Row, Row]]
 def ordering_channel_fifo(h: RefHistory, p: Params) -> RefResult:
     check = "ordering_channel_fifo"
     rows = [r for r in with_epochs(h.rows("client_ops")) if r["kind"] in ("deliver", "get_ok")]
-    firsts = [r for r in rows if _first_attempt(r) and r["pub_chan"] is not None
-              and r["pub_seq"] is not None]
+    pub_queue = {m: r["queue"] for m, r in first_publishes(h).items()}
+    candidates = [r for r in rows if _first_attempt(r) and r["pub_chan"] is not None
+                  and r["pub_seq"] is not None]
+    # a dead-lettered message was not published to the queue it arrived in
+    firsts = [r for r in candidates
+              if pub_queue.get(r["msg_id"], r["queue"]) in (None, r["queue"])]
     groups: dict[Any, list[Row]] = defaultdict(list)
     for r in firsts:
         groups[(r["queue"], r["pub_chan"], *_consumer(r))].append(r)
@@ -279,8 +325,10 @@ def ordering_channel_fifo(h: RefHistory, p: Params) -> RefResult:
                                      a["msg_id"], f"{b['conn_id']}/{b['channel_id']}",
                                      ts_ns=b["ts_ns"],
                                      detail=f"{a['delivery_tag']}>={b['delivery_tag']}"))
-    return _result(check, len(firsts), violations, {"first_attempt": len(firsts)},
-                   model.simple_status(len(violations), True))
+    counts = {"first_attempt": len(firsts), "dead_lettered": len(candidates) - len(firsts)}
+    return _result(check, len(firsts), violations, counts,
+                   (model.simple_status(len(violations), True)[0],
+                    model.channel_fifo_note(counts)))
 
 
 def ordering_consumer_monotonic(h: RefHistory, p: Params) -> RefResult:
@@ -480,7 +528,8 @@ def local_delivery(h: RefHistory, p: Params) -> RefResult:
     for r in rep:
         if r["kind"] == "local_delivery":
             inc = sum(t <= r["ts_ns"] for t in recoveries[(r["queue"], r["server"])])
-            sends[(r["queue"], r["msg_id"], r["attempt"])].append(dict(r, incarnation=inc))
+            sends[(r["queue"], r["msg_id"], r["attempt"], r["raft_index"])].append(
+                dict(r, incarnation=inc))
     resent = 0
     first_sends: dict[tuple[Any, ...], int] = {}
     for k, got in sends.items():
@@ -517,7 +566,7 @@ def local_delivery(h: RefHistory, p: Params) -> RefResult:
     excused: set[tuple[Any, ...]] = set()
     unrecorded = 0
     for q, m, att, idx, ck, cnode in decisions:
-        got = sends.get((q, m, att), [])
+        got = sends.get((q, m, att, idx), [])
         expected = member_on.get((q, cnode))
         if expected is None:
             expected = leader.get((q, term_of.get((q, idx), -1)))
@@ -541,9 +590,9 @@ def local_delivery(h: RefHistory, p: Params) -> RefResult:
                     violations.append(_v(check, "missing_send", q, m, key=ck, raft_index=idx,
                                          detail=str(att)))
             continue
-        if first_sends[(q, m, att)] > 1:
+        if first_sends[(q, m, att, idx)] > 1:
             violations.append(_v(check, "double_send", q, m, key=ck, raft_index=idx,
-                                 detail=str(first_sends[(q, m, att)])))
+                                 detail=str(first_sends[(q, m, att, idx)])))
         for s in got:
             if expected is not None and s["server"] != expected:
                 violations.append(_v(check, "wrong_sender", q, m, key=s["server"],
@@ -640,19 +689,56 @@ def flow_not_stuck(h: RefHistory, p: Params) -> RefResult:
                    model.simple_status(len(violations), True))
 
 
+def _sup_fields(r: Row) -> Row:
+    extra = json.loads(r["extra"]) if r["extra"] else {}
+    sup_pid = extra.get("sup_pid")
+    label = re.search(r"<([0-9]+[.][0-9]+)>$", r["supervisor"] or "")
+    if sup_pid is None and label:
+        sup_pid = f"<{r['node']}.{label.group(1)}>"
+    return dict(r, is_self=r["actor_class"] is None, pid=extra.get("pid"), sup_pid=sup_pid,
+                restart_type=extra.get("restart_type", extra.get("restart")),
+                context=extra.get("context"))
+
+
 def supervision_liveness(h: RefHistory, p: Params) -> RefResult:
     check = "supervision_liveness"
-    life = h.rows("supervision_events", "started", "restarted", "crashed", "stopped",
-                  "intensity_exceeded")
+    life = [_sup_fields(r) for r in h.rows("supervision_events", "started", "restarted",
+                                           "crashed", "stopped", "intensity_exceeded")]
     if not life:
         return _result(check, 0, [], {}, model.simple_status(0, False, "no supervision_events"))
+    children = [r for r in life if not r["is_self"]]
+    ended = {r["sup_pid"] for r in life if r["is_self"]} | {
+        r["pid"] for r in children if r["kind"] in ("crashed", "stopped")}
     last: dict[str, Row] = {}
-    for r in sorted(life, key=okey):
+    types: dict[str, str] = {}
+    for r in sorted(children, key=okey):
         last[r["actor_path"]] = r
-    violations = [_v(check, "not_running", key=a, ts_ns=r["ts_ns"], detail=r["reason"])
-                  for a, r in last.items() if r["kind"] in ("crashed", "intensity_exceeded")]
-    return _result(check, len(last), violations, {"actors": len(last)},
-                   model.simple_status(len(violations), True))
+        if r["restart_type"] is not None:
+            types[r["actor_path"]] = max(types.get(r["actor_path"], ""), r["restart_type"])
+    violations: list[Violation] = []
+    counts = {"children": len(last), "permanent": 0, "excused": 0, "excused_give_ups": 0}
+    for a, r in last.items():
+        permanent = types.get(a) == "permanent"
+        counts["permanent"] += permanent
+        if not (r["kind"] == "crashed" or (r["kind"] == "stopped" and r["context"] == "exit")):
+            continue
+        if permanent and (r["sup_pid"] is None or r["sup_pid"] not in ended):
+            violations.append(_v(check, "not_running", key=a, ts_ns=r["ts_ns"],
+                                 detail=r["reason"]))
+        else:
+            counts["excused"] += 1
+    child_pids = {r["pid"] for r in children if r["pid"] is not None}
+    for r in life:
+        if r["is_self"] and r["kind"] == "intensity_exceeded":
+            if r["sup_pid"] is not None and r["sup_pid"] in child_pids:
+                counts["excused_give_ups"] += 1
+            else:
+                violations.append(_v(check, "not_running", key=r["actor_path"],
+                                     ts_ns=r["ts_ns"], detail=r["reason"]))
+    counts["actors"] = len({r["actor_path"] for r in life})
+    status = model.simple_status(len(violations), True)
+    return _result(check, counts["actors"], violations, counts,
+                   (status[0], model.supervision_note(counts)))
 
 
 # -- 4.8 latency histograms ---------------------------------------------------------

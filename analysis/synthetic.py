@@ -233,8 +233,9 @@ def generate(seed: int = 0, messages: int = 40, anomalies: tuple[str, ...] = (),
     g.client(P + "c1-1", "drain_end", outcome="ok")
     for n in NODES:
         g.emit("supervision_events", n, f"{n}/sup", "started",
-               actor_path=f"{P}{n}/warren_sup",
-               actor_class="warren_sup", ts_ns=10 * 1_000_000_000)
+               actor_path=f"{P}{n}/warren_sup", supervisor="root",
+               actor_class="warren_sup", ts_ns=10 * 1_000_000_000,
+               extra=_child_fields(n))
     g.emit("flow_events", "n1", "n1/chan", "credit_blocked", entity_type="channel",
            entity_id=P + "p1-1/1", value=33, ts_ns=g.t - 20 * MS)
     g.emit("flow_events", "n1", "n1/chan", "credit_unblocked", entity_type="channel",
@@ -334,8 +335,16 @@ def _inject(g: _Gen, anomalies: tuple[str, ...], delivered: list[Any],
     if "crash" in anomalies:
         g.tick()
         g.emit("supervision_events", "n2", "n2/sup", "crashed", actor_path=f"{P}n2/warren_sup",
-               actor_class="warren_sup", reason="killed")
+               supervisor="root", actor_class="warren_sup", reason="killed",
+               extra=_child_fields("n2"))
         truth["not_running"].add(f"{P}n2/warren_sup")
+
+
+def _child_fields(node: str) -> str:
+    """`extra` of a permanent supervisor child under a root that keeps running."""
+    return json.dumps({"pid": f"<{node}.2.1>", "sup_pid": f"<{node}.1.1>",
+                       "restart_type": "permanent", "child_type": "supervisor",
+                       "significant": False})
 
 
 def _sent_keys(rep: list[Row], m: int) -> set[str]:

@@ -11,6 +11,13 @@ Trace points are the history's ``supervision_events`` (``started``,
 actor path ``<node>/<supervisor>/<child id>`` that stays the same across
 restarts (a restarted dynamic child keeps the path of the one it replaces).
 They carry only plain values (pids, strings, ints) so any sink can pickle them.
+
+Every event names the supervisor process that emits it (``sup_pid``); an event
+about a child also carries the child's ``pid``, ``restart_type`` (``permanent``,
+``transient``, ``temporary``), ``child_type`` (``worker``, ``supervisor``) and
+``significant``, so a reader can tell a child that must be running from one
+that may legitimately end, and link a supervisor's own events (its ``sup_pid``)
+to its record as a child of its parent (that record's ``pid``).
 """
 
 from __future__ import annotations
@@ -131,10 +138,20 @@ def actor_class(child: Child) -> str:
     return f"{getattr(func, '__module__', '?')}.{name}"
 
 
+def _self_pid() -> Pid | None:
+    try:
+        return actors.self()
+    except actors.NotAProcess:
+        return None
+
+
 def _emit(kind: str, sup_name: Any, path: str, child: Child | None, **fields: Any) -> None:
+    if child is not None:
+        fields.update(restart_type=child.restart, child_type=child.type,
+                      significant=child.significant)
     trace.emit(kind, actor_path=path, supervisor=sup_label(sup_name),
                actor_class=None if child is None else actor_class(child),
-               restart_count=_restarts.get(path, 0), **fields)
+               restart_count=_restarts.get(path, 0), sup_pid=_self_pid(), **fields)
 
 
 def trace_child_start(sup_name: Any, child: Child, pid: Pid, *, dynamic: bool = False,
@@ -155,7 +172,7 @@ def trace_child_start(sup_name: Any, child: Child, pid: Pid, *, dynamic: bool = 
     else:
         _restarts[path] = 0
         kind = "started"
-    _emit(kind, sup_name, path, child, pid=pid, restart=child.restart, type=child.type)
+    _emit(kind, sup_name, path, child, pid=pid)
 
 
 def trace_child_exit(sup_name: Any, child: Child, pid: Pid, reason: Any, context: str) -> None:

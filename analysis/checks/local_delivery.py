@@ -34,6 +34,10 @@ from analysis.model import Params
 
 CHECK = "local_delivery"
 MSG = ["queue", "msg_id", "attempt"]
+#: a send belongs to the decision it executes: `attempt` (the `x-delivery-count` the
+#: consumer sees) alone may repeat, e.g. a dead-lettered message carries its source's
+#: delivery count into its first delivery from the target
+SEND = [*MSG, "raft_index"]
 
 
 def run(h: History, p: Params) -> CheckResult:
@@ -47,7 +51,7 @@ def run(h: History, p: Params) -> CheckResult:
         F.col("queue").alias("r_queue"), F.col("server").alias("r_server"),
         F.col("ts_ns").alias("r_ts"))
     raw_sends = rep.where(F.col("kind") == "local_delivery").select(
-        *MSG, F.col("server").alias("sender"), F.col("ts_ns").alias("sent_ts"),
+        *SEND, F.col("server").alias("sender"), F.col("ts_ns").alias("sent_ts"),
         F.col("emitter").alias("sent_by"), F.col("seq").alias("sent_seq"),
         F.col("consumer_key").alias("sent_key"))
     # incarnation of the sender = how many times it had recovered before the send
@@ -56,9 +60,10 @@ def run(h: History, p: Params) -> CheckResult:
                             & (F.col("r_ts") <= F.col("sent_ts")), "left")
              .groupBy(*raw_sends.columns).agg(F.count("r_ts").alias("incarnation")))
     # a member's sends of one decision count once per life: the most it sent in any life
-    per_life = sends.groupBy(*MSG, "sender", "incarnation").agg(F.count("*").alias("k"))
-    n_sends = (per_life.groupBy(*MSG, "sender").agg(F.max("k").alias("k"), F.sum("k").alias("n"))
-               .groupBy(*MSG).agg(F.sum("n").alias("n"), F.sum("k").alias("n_first")))
+    per_life = sends.groupBy(*SEND, "sender", "incarnation").agg(F.count("*").alias("k"))
+    n_sends = (per_life.groupBy(*SEND, "sender")
+               .agg(F.max("k").alias("k"), F.sum("k").alias("n"))
+               .groupBy(*SEND).agg(F.sum("n").alias("n"), F.sum("k").alias("n_first")))
     applied = (rep.where(F.col("kind") == "applied").groupBy("queue", "raft_index")
                .agg(F.min("ts_ns").alias("applied_ts"), F.min("raft_term").alias("term")))
     leaders = (rep.where(F.col("kind") == "leader_elected")
@@ -73,7 +78,7 @@ def run(h: History, p: Params) -> CheckResult:
                             .alias("chan")).agg(F.min("ts_ns").alias("chan_closed")))
     conn_closes = (ops.where(F.col("kind") == "conn_close").groupBy(F.col("conn_id").alias("conn"))
                    .agg(F.min("ts_ns").alias("conn_closed")))
-    dec = (decisions.join(n_sends, MSG, "left").join(applied, ["queue", "raft_index"], "left")
+    dec = (decisions.join(n_sends, SEND, "left").join(applied, ["queue", "raft_index"], "left")
            .withColumn("parts", F.split("consumer_key", "/"))
            .withColumn("conn", F.get("parts", 0))
            .withColumn("chan", F.concat_ws("/", F.get("parts", 0),
@@ -103,7 +108,7 @@ def run(h: History, p: Params) -> CheckResult:
     double_v = vrows(dec.where(F.col("n_first") > 1), CHECK, "double_send", queue=F.col("queue"),
                      msg_id=F.col("msg_id"), key=F.col("consumer_key"),
                      raft_index=F.col("raft_index"), detail=F.col("n_first"))
-    expected = dec.where(F.col("n").isNotNull()).join(sends, MSG)
+    expected = dec.where(F.col("n").isNotNull()).join(sends, SEND)
     wrong_v = vrows(expected.where(F.col("expected").isNotNull()
                                    & (F.col("sender") != F.col("expected"))),
                     CHECK, "wrong_sender", queue=F.col("queue"), msg_id=F.col("msg_id"),

@@ -1,6 +1,8 @@
 """Ordering checks at three strengths (spec 4.2).
 
-(a) per publishing channel and consumer, first deliveries keep publish order;
+(a) per publishing channel and consumer, first deliveries keep publish order (a message
+that reached the queue by dead-lettering was not published to it by that channel, so
+it is left out: it arrives in the order it hit its source's delivery limit);
 (b) each consumer sees first deliveries in queue (enqueue index) order;
 (c) a single-active-consumer queue consumed with prefetch 1 is a strict FIFO:
 exclusive, acked in queue order, and nothing overtakes an unsettled older message.
@@ -19,10 +21,12 @@ from analysis.checks.common import (
     chan_key,
     client_with_epochs,
     consumer_key,
+    count_rows,
     deliveries,
     enqueue_pos,
     first_attempt,
     no_violations,
+    total,
     vrows,
 )
 from analysis.load import History
@@ -41,8 +45,15 @@ def _skipped(h: History, check: str, why: str) -> CheckResult:
 def channel_fifo(h: History, p: Params) -> CheckResult:
     check = "ordering_channel_fifo"
     d = client_with_epochs(h).where(F.col("kind").isin("deliver", "get_ok"))
-    firsts = d.where(first_attempt() & F.col("pub_chan").isNotNull()
-                     & F.col("pub_seq").isNotNull())
+    published = (h["client_ops"].where(F.col("kind") == "publish").groupBy("msg_id")
+                 .agg(F.min(F.struct(*ORDER, "queue")).alias("p"))
+                 .select("msg_id", F.col("p.queue").alias("pub_queue")))
+    candidates = (d.where(first_attempt() & F.col("pub_chan").isNotNull()
+                          & F.col("pub_seq").isNotNull())
+                  .join(published, "msg_id", "left")
+                  .withColumn("dead_lettered", F.coalesce(F.col("pub_queue") != F.col("queue"),
+                                                          F.lit(False))))
+    firsts = candidates.where(~F.col("dead_lettered"))
     w = Window.partitionBy("queue", "pub_chan", *_consumer()).orderBy("delivery_tag")
     prev = firsts.select("*", F.lag("pub_seq").over(w).alias("prev_seq"),
                          F.lag("msg_id").over(w).alias("prev_id"))
@@ -61,8 +72,10 @@ def channel_fifo(h: History, p: Params) -> CheckResult:
                   detail=F.concat(F.col("prev_tag").cast("string"), F.lit(">="),
                                   F.col("delivery_tag").cast("string")))
     violations = seq_v.unionByName(tag_v)
-    examined = firsts.count()
-    return CheckResult(check, None, examined, violations, {"first_attempt": examined})
+    counts = count_rows(candidates, first_attempt=total(~F.col("dead_lettered")),
+                        dead_lettered=total(F.col("dead_lettered")))
+    return CheckResult(check, None, counts["first_attempt"], violations, counts,
+                       model.channel_fifo_note(counts))
 
 
 def consumer_monotonic(h: History, p: Params) -> CheckResult:

@@ -122,6 +122,19 @@ class Builder:
                      msg_id=m, cmd_digest=idx if digest is None else digest,
                      state_digest=idx if state is None else state)
 
+    def pid(self, serial: int, node: str = "n1") -> str:
+        """A pid as recorded (`<node.serial.creation>`)."""
+        return f"<{self.p}{node}.{serial}.1>"
+
+    def sup(self, kind: str, path: str, supervisor: str, cls: str | None = None,
+            reason: str | None = None, node: str = "n1", **extra: Any) -> Row:
+        """A supervision event; `path` and `node` are namespaced, `extra` is JSON."""
+        node = self.p + node
+        return self._emit("supervision_events", f"{node}/sup", kind, node,
+                          actor_path=f"{node}/{path}", supervisor=supervisor, actor_class=cls,
+                          reason=reason, restart_count=0,
+                          extra=json.dumps(extra) if extra else None)
+
     def tables(self) -> dict[str, list[Row]]:
         out = dict(self.rows)
         out["run_meta"] = [{"run_id": "cases", "node": "harness", "emitter": "harness",
@@ -330,11 +343,11 @@ def local_delivery_kinds(b: Builder) -> tuple[list[Violation], dict[str, str]]:
         b.rep("service_queue", "l", "n1", raft_index=i, msg_id=i, consumer_key=b.ckey("c"),
               consumer_node=cnode, attempt=0)
     ld = {"consumer_key": b.ckey("c"), "attempt": 0}
-    b.rep("local_delivery", "l", "n2", msg_id=1, **ld)  # correct
-    b.rep("local_delivery", "l", "n2", msg_id=2, **ld)
-    b.rep("local_delivery", "l", "n2", msg_id=2, **ld)  # double
-    wrong = b.rep("local_delivery", "l", "n1", msg_id=3, **ld)  # n2 has a member
-    b.rep("local_delivery", "l", "n1", msg_id=4, **ld)  # n9 has none: leader sends
+    b.rep("local_delivery", "l", "n2", raft_index=1, msg_id=1, **ld)  # correct
+    b.rep("local_delivery", "l", "n2", raft_index=2, msg_id=2, **ld)
+    b.rep("local_delivery", "l", "n2", raft_index=2, msg_id=2, **ld)  # double
+    wrong = b.rep("local_delivery", "l", "n1", raft_index=3, msg_id=3, **ld)  # n2 has one
+    b.rep("local_delivery", "l", "n1", raft_index=4, msg_id=4, **ld)  # n9 has none: leader
     # 5: never sent (missing); 6: never sent but the consumer's channel closed first
     orphan = b.deliver("l", 7)  # no send at all for 7
     orphan_ts = b.rows["client_ops"][-1]["ts_ns"]
@@ -451,3 +464,136 @@ def decisions_cut_by_a_kill_are_not_compared(
           consumer_node=n1, attempt=0)  # n2 recorded 3 and lost nothing: a disagreement
     chk = "replica_determinism"
     return [b.v(chk, "decision_disagreement", "d", raft_index=3, detail="2")], {chk: "fail"}
+
+
+@case
+def poison_dead_lettered_then_dropped_at_the_target_limit(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.config("src", type="quorum", delivery_limit=1, dlx_strategy="at-least-once",
+             dlx_target="dlq")
+    b.config("dlq", type="quorum", delivery_limit=1)
+    b.open("p"), b.open("c"), b.open("x")
+    for m in (1, 2, 3):
+        b.publish("src", m)
+        for count in (0, 1):  # rejected with requeue until the limit dead-letters it
+            t = b.deliver("src", m, redelivered=count > 0, count=count)
+            b.settle("reject", "src", m, t, requeue=True)
+        b.rep("dlx_discard", "src", "n1", msg_id=m, reason="delivery_limit")
+        b.rep("dlx_settled", "src", "n1", msg_id=m, reason="delivery_limit")
+    for count in (0, 1):  # the target's consumer rejects it too: dropped past its limit
+        t = b.deliver("dlq", 1, conn="x", redelivered=count > 0, count=count)
+        b.settle("reject", "dlq", 1, t, conn="x", requeue=True)
+    t = b.deliver("dlq", 2, conn="x")  # returned once, then never again: lost there
+    b.settle("reject", "dlq", 2, t, conn="x", requeue=True)
+    b.drain()  # 3 was dead-lettered and never delivered from the target
+    src = "dead-lettered from " + b.q("src")
+    return [b.v(TQ, "lost_delivered_never_acked", "dlq", 2, detail=src),
+            b.v(TQ, "lost_never_delivered", "dlq", 3, detail=src)], {TQ: "fail"}
+
+
+@case
+def messages_the_consumer_dropped_are_not_lost(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.config("q", type="quorum")  # no limit declared: RabbitMQ's default of 20 applies
+    b.open("p"), b.open("c")
+    b.publish("q", 1)
+    t = b.deliver("q", 1)
+    b.settle("reject", "q", 1, t, requeue=False)  # no dead-letter target: dropped
+    b.publish("q", 2)
+    for count in range(21):
+        t = b.deliver("q", 2, redelivered=count > 0, count=count)
+        b.settle("nack", "q", 2, t, requeue=True)
+    b.publish("q", 3)
+    for count in range(20):  # one return short of the limit: still in the queue
+        t = b.deliver("q", 3, redelivered=count > 0, count=count)
+        b.settle("nack", "q", 3, t, requeue=True)
+    b.drain()
+    return [b.v(TQ, "lost_delivered_never_acked", "q", 3)], {TQ: "fail"}
+
+
+@case
+def dead_lettered_arrivals_are_not_channel_ordered(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    b.config("src", dlx_strategy="at-least-once", dlx_target="dlq")
+    b.open("p"), b.open("c"), b.open("x")
+    for m in (1, 2):
+        b.publish("src", m)
+    t1 = b.deliver("src", 1)
+    t2 = b.deliver("src", 2)
+    b.settle("reject", "src", 2, t2, requeue=False)  # 2 is dead-lettered first
+    b.settle("reject", "src", 1, t1, requeue=False)
+    for m in (2, 1):  # so the target delivers it first: not the publisher's order
+        t = b.deliver("dlq", m, conn="x")
+        b.settle("ack", "dlq", m, t, conn="x")
+    b.drain()
+    return [], {TQ: "pass", "ordering_channel_fifo": "pass"}
+
+
+SL = "supervision_liveness"
+
+
+@case
+def channel_crash_ends_its_transient_channel_sup_by_design(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    # recorded before events named their supervisor's pid: it is read from the label
+    child = {"pid": b.pid(5), "sup_pid": b.pid(4), "restart_type": "transient"}
+    b.sup("started", "channel_sup_sup/channel_sup/5.1", "channel_sup_sup", "channel_sup",
+          **child)
+    b.sup("started", "_Sup<5.1>/channel", "_Sup<5.1>", "channel", pid=b.pid(6),
+          restart="transient")
+    b.sup("started", "_Sup<5.1>/limiter", "_Sup<5.1>", "limiter", pid=b.pid(7),
+          restart="permanent")
+    b.sup("crashed", "_Sup<5.1>/channel", "_Sup<5.1>", "channel", "boom", pid=b.pid(6),
+          context="exit")
+    b.sup("intensity_exceeded", "_Sup<5.1>", "_Sup<5.1>", None,
+          "reached_max_restart_intensity")
+    b.sup("crashed", "_Sup<5.1>/limiter", "_Sup<5.1>", "limiter", "killed", pid=b.pid(7),
+          context="exit")  # permanent, but its supervisor is gone
+    b.sup("stopped", "channel_sup_sup/channel_sup/5.1", "channel_sup_sup", "channel_sup",
+          "shutdown", context="exit", **child)  # transient: not restarted
+    b.sup("stopped", "channel_sup_sup/channel_sup/5.1", "channel_sup_sup", "channel_sup",
+          "not_restarted", context="removed", **child)
+    return [], {SL: "pass"}
+
+
+@case
+def permanent_children_left_down_are_reported(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    top = {"sup_pid": b.pid(1)}
+    recorder = {**top, "pid": b.pid(2), "restart_type": "permanent"}
+    b.sup("started", "top/recorder", "top", "recorder", **recorder)
+    down = b.sup("crashed", "top/recorder", "top", "recorder", "boom", context="exit",
+                 **recorder)
+    ra = {**top, "pid": b.pid(3), "restart_type": "permanent", "child_type": "supervisor"}
+    b.sup("started", "top/ra_sup", "top", "ra_sup", **ra)
+    b.sup("intensity_exceeded", "ra_sup", "ra_sup", None, "reached_max_restart_intensity",
+          sup_pid=b.pid(3))  # judged as top's child: top never restarted it
+    gone = b.sup("stopped", "top/ra_sup", "top", "ra_sup", "shutdown", context="exit", **ra)
+    helper = {**top, "pid": b.pid(4), "restart_type": "transient"}
+    b.sup("started", "top/helper", "top", "helper", **helper)
+    b.sup("crashed", "top/helper", "top", "helper", "boom", context="exit", **helper)
+    root = b.sup("intensity_exceeded", "other", "other", None,
+                 "reached_max_restart_intensity", sup_pid=b.pid(9))  # nobody above it
+    return [b.v(SL, "not_running", key=down["actor_path"], ts_ns=down["ts_ns"], detail="boom"),
+            b.v(SL, "not_running", key=gone["actor_path"], ts_ns=gone["ts_ns"],
+                detail="shutdown"),
+            b.v(SL, "not_running", key=root["actor_path"], ts_ns=root["ts_ns"],
+                detail="reached_max_restart_intensity")], {SL: "fail"}
+
+
+@case
+def a_carried_delivery_count_may_repeat_across_decisions(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    # a dead-lettered message keeps its source's delivery count for its first delivery
+    # from the target, and its first return there counts 1 again: two decisions, one
+    # attempt number, one send each
+    b.open("x")
+    b.applied("t", 1, "enqueue", 1, nodes=("n1",))
+    for idx in (2, 3):
+        b.applied("t", idx, "return", nodes=("n1",))
+        f = {"raft_index": idx, "msg_id": 1, "consumer_key": b.ckey("x"), "attempt": 1}
+        b.rep("service_queue", "t", "n1", consumer_node="n1", **f)
+        b.rep("local_delivery", "t", "n1", **f)
+        t = b.deliver("t", 1, conn="x", redelivered=True, count=1)
+        b.settle("reject", "t", 1, t, conn="x", requeue=True)
+    return [], {"local_delivery": "pass"}

@@ -45,3 +45,18 @@ def test_total_queue_verdicts() -> None:
     assert model.total_queue_status({"unexpected": 1}, False, True)[0] == "fail"
     assert model.total_queue_status({}, drained=False, drain_expected=False)[0] == "pass"
     assert [model.exit_code(v) for v in (True, False, "unknown")] == [0, 1, 2]
+
+
+def test_dead_letter_chains_and_delivery_limits_follow_the_queue_settings() -> None:
+    meta = model.RunConfig(queues={
+        "a": {"type": "quorum", "delivery_limit": 2, "dlx_target": "b"},
+        "b": {"type": "quorum", "dlx_target": "c"},
+        "c": {"type": "quorum", "dlx_target": "a"},  # loops back: the chain ends
+        "classic": {"type": "classic"},
+    })
+    assert meta.dlx_chain("a") == ["b", "c"]
+    assert meta.dlx_chain("classic") == []
+    assert meta.delivery_limit("a") == 2
+    assert meta.delivery_limit("b") == model.DEFAULT_QQ_DELIVERY_LIMIT == 20
+    assert meta.delivery_limit("classic") is None
+    assert meta.delivery_limit("unknown") is None

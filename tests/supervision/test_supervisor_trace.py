@@ -44,4 +44,7 @@ def test_supervisor_trace_points(me, recorded):
         ("intensity_exceeded", path, None, "reached_max_restart_intensity", 0),
     ]
     assert {f["supervisor"] for _k, f in ours} == {label}
+    assert {f["sup_pid"] for _k, f in ours} == {sup}
+    assert [(f.get("restart_type"), f.get("child_type"), f.get("significant"))
+            for _k, f in ours] == [("permanent", "worker", False)] * 4 + [(None, None, None)]
     assert pickle.loads(pickle.dumps(ours)) == ours
