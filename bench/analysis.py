@@ -1,0 +1,347 @@
+"""Cost of checking a run: every Spark check, cold, on 1M- and 10M-event histories.
+
+Why: `warren analyze` runs after every run, so its cost decides how long a run can be
+before checking it gets in the way. This measures what a user pays: a new JVM and
+SparkSession (`local[2]`), loading the Parquet history and running every check the way
+`analysis.runner` does (count and sample each check's violations), plus the plain
+Python reference checker on the same history, which bounds the size a test can afford.
+
+Histories are clean (every check passes) and built from `analysis.synthetic`: a few
+chunks are generated in Python, each with its own prefix for queues, connections and
+entities and its own message-id range, exactly as the agreement tests merge them.
+Generating 10M events row by row takes minutes, so the remaining chunks are copies of
+those, made with vectorised Arrow kernels: every string column gets the copy's prefix
+and message ids move to the copy's range, so copies share nothing. The merged tables
+are written in compaction's layout (`analysis.compact`), so the loader reads them like
+a recorded run.
+
+Each measurement runs in its own child process so the JVM is cold and the peak RSS is
+that of one process tree (Python driver, Spark JVM and its Python workers), sampled
+from /proc every 50 ms. The reference checker holds every row as a Python dict (about
+2 KB per event), so by default it runs only on histories up to 2M events.
+
+Usage: ``python bench/analysis.py [--sizes 1000000,10000000] [--master local[2]]
+[--driver-memory 4g] [--reference-max 2000000] [--keep DIR]``.
+Human lines first; the last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analysis import compact, schema, synthetic
+
+RUN_ID = "bench"
+CHUNK_EVENTS = 350_000  # one generated chunk (~20k messages over 4 queues)
+EVENTS_PER_MESSAGE = 17.36  # measured on analysis.synthetic without anomalies
+MSG_STRIDE = 10_000_000  # message-id range of one chunk
+DISTINCT = 3  # chunks generated in Python; the others are copies of these
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+# -- history -------------------------------------------------------------------------
+
+def _prefix(k: int) -> str:
+    return f"g{k:05d}."
+
+
+def _arrow(rows: list[dict[str, Any]], table: str) -> pa.Table:
+    target = schema.schema_of(table)
+    return pa.Table.from_pylist([{n: r.get(n) for n in target.names} for r in rows],
+                                schema=target)
+
+
+def _copy(t: pa.Table, src: int, dst: int) -> pa.Table:
+    """Chunk `src` renamed to chunk `dst`: prefixes in every string, ids shifted."""
+    old, new = _prefix(src), _prefix(dst)
+    cols = []
+    for f in t.schema:
+        col = t[f.name]
+        if f.name == "run_id":
+            pass
+        elif pa.types.is_string(f.type):
+            col = pc.replace_substring(col, old, new)
+        elif pa.types.is_list(f.type) and pa.types.is_string(f.type.value_type):
+            col = pa.chunked_array([pa.ListArray.from_arrays(
+                c.offsets, pc.replace_substring(c.flatten(), old, new), mask=c.is_null())
+                for c in col.chunks], type=f.type)
+        elif f.name == "msg_id":
+            col = pc.add(col, (dst - src) * MSG_STRIDE)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, schema=t.schema)
+
+
+def build_history(run_dir: Path, events: int, seed: int = 1) -> dict[str, Any]:
+    """Write a clean history of about `events` rows under `run_dir/history`."""
+    chunks = max(1, round(events / CHUNK_EVENTS))
+    messages = max(10, round(events / chunks / EVENTS_PER_MESSAGE))
+    start = time.perf_counter()
+    bases: list[dict[str, pa.Table]] = []
+    queues: dict[str, Any] = {}
+    meta_row: dict[str, Any] = {}
+    for k in range(min(chunks, DISTINCT)):
+        syn = synthetic.generate(seed + k, messages, run_id=RUN_ID, prefix=_prefix(k),
+                                 msg_base=k * MSG_STRIDE)
+        meta_row = syn.tables.pop("run_meta")[0]
+        bases.append({t: _arrow(rows, t) for t, rows in syn.tables.items()})
+        del syn
+    generated_s = time.perf_counter() - start
+    parts: dict[str, list[pa.Table]] = {}
+    for k in range(chunks):
+        src = k % len(bases)
+        qs = json.loads(meta_row["queues_json"].replace(_prefix(len(bases) - 1), _prefix(k)))
+        queues.update(qs)
+        for t, data in bases[src].items():
+            parts.setdefault(t, []).append(data if src == k else _copy(data, src, k))
+    meta_row["queues_json"] = json.dumps(queues, sort_keys=True)
+    parts["run_meta"] = [_arrow([meta_row], "run_meta")]
+    stats = compact.CompactStats()
+    for t, tables in parts.items():
+        data = pa.concat_tables(tables)
+        # compaction's own writer: sorted, zstd, Hive partitions run_id/node
+        compact._write(run_dir / "history" / t, t, data.to_batches(), stats)
+    del parts, bases
+    return {"events": sum(stats.rows.values()), "rows": stats.rows, "chunks": chunks,
+            "messages": chunks * messages, "generated_chunks": min(chunks, DISTINCT),
+            "generate_s": round(generated_s, 2),
+            "build_s": round(time.perf_counter() - start, 2)}
+
+
+# -- memory --------------------------------------------------------------------------
+
+def _tree_rss(root: int) -> int:
+    """Resident bytes of `root` and all its descendants (JVM and Python workers)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/statm") as f:
+                pages = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        pid = int(entry)
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = pages * PAGE
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+class PeakRss:
+    """Samples a process tree's RSS in a thread and keeps the maximum."""
+
+    def __init__(self, root: int, every_s: float = 0.05) -> None:
+        self.root, self.every_s, self.peak = root, every_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, _tree_rss(self.root))
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def measure_child(args: list[str]) -> dict[str, Any]:
+    """Run this script in `args` mode as a child; its JSON line plus wall time and RSS."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args],
+                            stdout=subprocess.PIPE, text=True)
+    with PeakRss(proc.pid) as peak:
+        out, _ = proc.communicate()
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {args[0]} failed with exit code {proc.returncode}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["process_wall_s"] = round(wall, 2)
+    result["peak_rss_mb"] = round(peak.peak / 2**20)
+    return result
+
+
+# -- children ------------------------------------------------------------------------
+
+def child_spark(run_dir: Path, master: str, driver_memory: str, tmp: Path) -> dict[str, Any]:
+    """Cold SparkSession, load, every check as the runner runs them."""
+    from analysis import load, model, runner
+    from analysis.spark import get_session
+
+    t0 = time.perf_counter()
+    spark = get_session(master, conf={"spark.driver.memory": driver_memory},
+                        local_dir=str(tmp), log_level="ERROR")
+    t1 = time.perf_counter()
+    h = load.load(spark, run_dir)
+    t2 = time.perf_counter()
+    result = runner.run_checks(h, model.Params())
+    t3 = time.perf_counter()
+    verdicts = {v.check: {"status": v.status, "examined": v.examined,
+                          "violations": v.violations} for v in result.verdicts}
+    h.unpersist()
+    spark.stop()
+    return {"session_s": round(t1 - t0, 2), "load_s": round(t2 - t1, 2),
+            "checks_s": round(t3 - t2, 2), "spark_cold_s": round(t3 - t0, 2),
+            "per_check_s": result.timings_s, "verdicts": verdicts,
+            "valid": result.valid}
+
+
+def child_reference(run_dir: Path) -> dict[str, Any]:
+    """The plain-Python checker: read every row into dicts, run every check."""
+    from analysis import reference
+
+    t0 = time.perf_counter()
+    h = reference.RefHistory.from_dataset(run_dir / "history")
+    t1 = time.perf_counter()
+    per_check: dict[str, float] = {}
+    verdicts: dict[str, Any] = {}
+    for name, fn in reference.ALL.items():
+        start = time.perf_counter()
+        r = fn(h, model_params())
+        per_check[name] = round(time.perf_counter() - start, 3)
+        verdicts[name] = {"status": r.status, "examined": r.examined,
+                          "violations": len(r.violations)}
+    t2 = time.perf_counter()
+    return {"read_s": round(t1 - t0, 2), "checks_s": round(t2 - t1, 2),
+            "reference_s": round(t2 - t0, 2), "per_check_s": per_check, "verdicts": verdicts,
+            "self_maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def model_params() -> Any:
+    from analysis.model import Params
+
+    return Params()
+
+
+# -- main ----------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python bench/analysis.py")
+    ap.add_argument("--sizes", default="1000000,10000000", help="events per history")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--reference-max", type=int, default=2_000_000,
+                    help="run the reference checker on histories up to this many events")
+    ap.add_argument("--keep", default=None, help="write histories here and keep them")
+    ap.add_argument("--child", choices=["spark", "reference"], help=argparse.SUPPRESS)
+    ap.add_argument("--run-dir", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.child:
+        run_dir = Path(args.run_dir)
+        if args.child == "spark":
+            with tempfile.TemporaryDirectory(prefix="warren-spark-") as tmp:
+                out = child_spark(run_dir, args.master, args.driver_memory, Path(tmp))
+        else:
+            out = child_reference(run_dir)
+        print(json.dumps(out))
+        return 0
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="warren-bench-"))
+    report: dict[str, Any] = {"master": args.master, "driver_memory": args.driver_memory,
+                              "cpus": os.cpu_count(), "sizes": {}}
+    ok = True
+    try:
+        for size in sizes:
+            run_dir = base / f"run-{size}"
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            hist = build_history(run_dir, size)
+            print(f"history {size:,}: {hist['events']:,} events ({hist['messages']:,} messages"
+                  f", {hist['chunks']} chunks, {hist['generated_chunks']} generated) "
+                  f"in {hist['build_s']} s")
+            entry: dict[str, Any] = {"history": hist}
+            spark = measure_child(["--child", "spark", "--run-dir", str(run_dir),
+                                   "--master", args.master,
+                                   "--driver-memory", args.driver_memory])
+            entry["spark"] = spark
+            print(f"  spark cold {spark['spark_cold_s']} s (session {spark['session_s']}, "
+                  f"load {spark['load_s']}, checks {spark['checks_s']}), "
+                  f"peak RSS {spark['peak_rss_mb']} MiB, valid={spark['valid']}")
+            for name, secs in spark["per_check_s"].items():
+                print(f"    {name:28s} {secs:7.2f} s  {spark['verdicts'][name]['status']}")
+            if spark["valid"] is not True:
+                ok = False
+                print("  NOT CLEAN: some check did not pass")
+            if hist["events"] <= args.reference_max:
+                ref = measure_child(["--child", "reference", "--run-dir", str(run_dir)])
+                entry["reference"] = ref
+                same = all(ref["verdicts"][c] == spark["verdicts"][c] for c in ref["verdicts"])
+                entry["reference_agrees"] = same
+                ok = ok and same
+                print(f"  reference {ref['reference_s']} s (read {ref['read_s']}, checks "
+                      f"{ref['checks_s']}), peak RSS {ref['peak_rss_mb']} MiB, "
+                      f"agrees with spark: {same}")
+            else:
+                entry["reference"] = None
+                print(f"  reference skipped: {hist['events']:,} events > --reference-max "
+                      f"({args.reference_max:,}); it keeps ~2 KB of dicts per event")
+            report["sizes"][str(size)] = entry
+            if not args.keep:
+                shutil.rmtree(run_dir)
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+    largest = report["sizes"][str(max(sizes))]
+    refs = [e["reference"] for e in report["sizes"].values() if e["reference"]]
+    summary = {
+        "events": largest["history"]["events"],
+        "spark_cold_s": largest["spark"]["spark_cold_s"],
+        "reference_s": refs[-1]["reference_s"] if refs else None,
+        "reference_events": (max(e["history"]["events"] for e in report["sizes"].values()
+                                 if e["reference"]) if refs else None),
+        "peak_rss_mb": max(max(e["spark"]["peak_rss_mb"], (e["reference"] or {})
+                               .get("peak_rss_mb", 0)) for e in report["sizes"].values()),
+        "clean": ok,
+        "per_size": {
+            s: {"events": e["history"]["events"], "build_s": e["history"]["build_s"],
+                "spark_cold_s": e["spark"]["spark_cold_s"],
+                "spark_session_s": e["spark"]["session_s"], "spark_load_s": e["spark"]["load_s"],
+                "spark_checks_s": e["spark"]["checks_s"],
+                "spark_peak_rss_mb": e["spark"]["peak_rss_mb"],
+                "spark_per_check_s": e["spark"]["per_check_s"],
+                "reference_s": e["reference"]["reference_s"] if e["reference"] else None,
+                "reference_peak_rss_mb": (e["reference"]["peak_rss_mb"]
+                                          if e["reference"] else None),
+                "events_per_s_spark": math.floor(e["history"]["events"]
+                                                 / e["spark"]["spark_cold_s"])}
+            for s, e in report["sizes"].items()},
+        "master": args.master, "driver_memory": args.driver_memory,
+    }
+    print(json.dumps(summary))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
