@@ -187,7 +187,11 @@ def _dark_intervals(h: History) -> DataFrame:
     rows = rep.select(*cols, F.lit(False).alias("is_kill")).unionByName(kill_rows)
     order = Window.partitionBy("queue", "server").orderBy("ts_ns", "is_kill", "seq")
     before = order.rowsBetween(Window.unboundedPreceding, -1)
-    after = order.rowsBetween(1, Window.unboundedFollowing)
+    # "every later row" as a growing frame over the reversed order: Spark recomputes a
+    # frame that shrinks at its start for every row (quadratic in a server's rows)
+    after = (Window.partitionBy("queue", "server")
+             .orderBy(F.col("ts_ns").desc(), F.col("is_kill").desc(), F.col("seq").desc())
+             .rowsBetween(Window.unboundedPreceding, -1))
     recorded = ~F.col("is_kill")
     prev = F.last(F.when(recorded, F.struct("ts_ns", "kind", "raft_index")),
                   ignorenulls=True).over(before)
