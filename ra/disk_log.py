@@ -374,30 +374,6 @@ class DiskLog(LogBase):
             return None
         return {"index": idx, "term": term, "cluster": cluster, "machine_version": mac_version}
 
-    def update_release_cursor(
-        self, idx: int, cluster: Any, mac_version: int, mac_state: Any
-    ) -> list[Any]:
-        if self._pending_snapshot is not None:
-            return []
-        snap = self.snapshot_index_term()
-        snap_idx = snap[0] if snap is not None else 0
-        if not idx > snap_idx + self.min_snapshot_interval:
-            return []
-        meta = self._make_meta(idx, cluster, mac_version)
-        if meta is None:
-            return []
-        return self._start_write(SNAPSHOT, meta, mac_state)
-
-    def checkpoint(self, idx: int, cluster: Any, mac_version: int, mac_state: Any) -> list[Any]:
-        if self._pending_snapshot is not None:
-            return []
-        if not idx > self.latest_checkpoint_index() + self.min_checkpoint_interval:
-            return []
-        meta = self._make_meta(idx, cluster, mac_version)
-        if meta is None:
-            return []
-        return self._start_write(CHECKPOINT, meta, mac_state)
-
     def promote_checkpoint(self, idx: int) -> list[Any]:
         if self._pending_snapshot is not None:
             return []

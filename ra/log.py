@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ra import seq as ra_seq
-from ra.log_base import LogBase, Snapshot
+from ra.log_base import CHECKPOINT, SNAPSHOT, LogBase, Snapshot
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
 #: ``log_init_args`` defaults (spec §21.2).
@@ -28,8 +28,6 @@ DEFAULT_MIN_SNAPSHOT_INTERVAL = 4096
 DEFAULT_MIN_CHECKPOINT_INTERVAL = 16384
 DEFAULT_MAX_CHECKPOINTS = 10
 
-SNAPSHOT = "snapshot"
-CHECKPOINT = "checkpoint"
 
 
 
@@ -183,36 +181,6 @@ class MemoryLog(LogBase):
         if term is None:
             return None
         return {"index": idx, "term": term, "cluster": cluster, "machine_version": mac_version}
-
-    def update_release_cursor(
-        self, idx: int, cluster: Any, mac_version: int, mac_state: Any
-    ) -> list[Any]:
-        """``ra_log:update_release_cursor``: maybe start writing a snapshot at `idx`.
-
-        One write at a time, and only when enough entries would be freed
-        (``min_snapshot_interval``) to be worth the copy of the state.
-        """
-        if self._pending_snapshot is not None:
-            return []
-        snap = self.snapshot_index_term()
-        snap_idx = snap[0] if snap is not None else 0
-        if not idx > snap_idx + self.min_snapshot_interval:
-            return []
-        meta = self._make_meta(idx, cluster, mac_version)
-        if meta is None:
-            return []
-        return self._start_write(SNAPSHOT, meta, mac_state)
-
-    def checkpoint(self, idx: int, cluster: Any, mac_version: int, mac_state: Any) -> list[Any]:
-        """``ra_log:checkpoint``: like a snapshot but never truncates, and no fsync."""
-        if self._pending_snapshot is not None:
-            return []
-        if not idx > self.latest_checkpoint_index() + self.min_checkpoint_interval:
-            return []
-        meta = self._make_meta(idx, cluster, mac_version)
-        if meta is None:
-            return []
-        return self._start_write(CHECKPOINT, meta, mac_state)
 
     def promote_checkpoint(self, idx: int) -> list[Any]:
         """``{release_cursor, Idx}``: turn the newest checkpoint <= `idx` into the snapshot."""

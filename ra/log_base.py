@@ -21,6 +21,9 @@ from typing import Any
 from ra import seq as ra_seq
 from ra.types import Entry, IdxTerm
 
+SNAPSHOT = "snapshot"
+CHECKPOINT = "checkpoint"
+
 #: ``(meta, machine_state)``; meta is ``#{index, term, cluster, machine_version}``.
 Snapshot = tuple[dict[str, Any], Any]
 
@@ -41,6 +44,8 @@ class LogBase:
     _checkpoints: list[Snapshot]
     _pending_snapshot: tuple[str, Snapshot] | None
     wal_up: bool
+    min_snapshot_interval: int
+    min_checkpoint_interval: int
 
     # ---- storage-specific (subclasses) ---------------------------------------
 
@@ -51,6 +56,12 @@ class LogBase:
         raise NotImplementedError
 
     def fold(self, first: int, last: int) -> list[Entry]:
+        raise NotImplementedError
+
+    def _make_meta(self, idx: int, cluster: Any, mac_version: int) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any) -> list[Any]:
         raise NotImplementedError
 
     # ---- queries --------------------------------------------------------------
@@ -103,6 +114,38 @@ class LogBase:
 
     def pending(self) -> ra_seq.Seq:
         return list(self._pending)
+
+    # ---- snapshots and checkpoints (spec §17) -----------------------------------
+
+    def update_release_cursor(
+        self, idx: int, cluster: Any, mac_version: int, mac_state: Any
+    ) -> list[Any]:
+        """``ra_log:update_release_cursor``: maybe start writing a snapshot at `idx`.
+
+        One write at a time, and only when enough entries would be freed
+        (``min_snapshot_interval``) to be worth the copy of the state.
+        """
+        if self._pending_snapshot is not None:
+            return []
+        snap = self.snapshot_index_term()
+        snap_idx = snap[0] if snap is not None else 0
+        if not idx > snap_idx + self.min_snapshot_interval:
+            return []
+        meta = self._make_meta(idx, cluster, mac_version)
+        if meta is None:
+            return []
+        return self._start_write(SNAPSHOT, meta, mac_state)
+
+    def checkpoint(self, idx: int, cluster: Any, mac_version: int, mac_state: Any) -> list[Any]:
+        """``ra_log:checkpoint``: like a snapshot but never truncates, and no fsync."""
+        if self._pending_snapshot is not None:
+            return []
+        if not idx > self.latest_checkpoint_index() + self.min_checkpoint_interval:
+            return []
+        meta = self._make_meta(idx, cluster, mac_version)
+        if meta is None:
+            return []
+        return self._start_write(CHECKPOINT, meta, mac_state)
 
     # ---- WAL confirmations ------------------------------------------------------
 
