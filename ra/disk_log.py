@@ -44,16 +44,13 @@ from ra import segment as ra_segment
 from ra import seq as ra_seq
 from ra import snapshot_store
 from ra.log import (
-    CHECKPOINT,
     DEFAULT_MAX_CHECKPOINTS,
     DEFAULT_MIN_CHECKPOINT_INTERVAL,
     DEFAULT_MIN_SNAPSHOT_INTERVAL,
-    SNAPSHOT,
     CorruptLog,
-    Snapshot,
     WalDown,
 )
-from ra.log_base import LogBase
+from ra.log_base import CHECKPOINT, SNAPSHOT, LogBase, Snapshot
 from ra.log_base import idxterm as _idxterm
 from ra.log_ets import LogEts
 from ra.log_meta import LogMeta
@@ -367,34 +364,6 @@ class DiskLog(LogBase):
         self._pending = ra_seq.limit(idx, self._pending)
 
     # ---- snapshots and checkpoints (spec §17) ------------------------------
-
-    def _make_meta(self, idx: int, cluster: Any, mac_version: int) -> dict[str, Any] | None:
-        term = self.fetch_term(idx)
-        if term is None:
-            return None
-        return {"index": idx, "term": term, "cluster": cluster, "machine_version": mac_version}
-
-    def promote_checkpoint(self, idx: int) -> list[Any]:
-        if self._pending_snapshot is not None:
-            return []
-        snap = self.snapshot_index_term()
-        snap_idx = snap[0] if snap is not None else 0
-        chosen = None
-        for ckpt in self._checkpoints:
-            if snap_idx < _idxterm(ckpt)[0] <= idx:
-                chosen = ckpt
-        if chosen is None:
-            return []
-        self._checkpoints.remove(chosen)
-        self._pending_snapshot = (SNAPSHOT, chosen)
-        idxterm = _idxterm(chosen)
-        return [("bg_work", ("promote_checkpoint", idxterm), ("snapshot_error", idxterm, SNAPSHOT))]
-
-    def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any) -> list[Any]:
-        self._pending_snapshot = (kind, (meta, mac_state))
-        idxterm = (meta["index"], meta["term"])
-        return [("bg_work", ("write_snapshot", kind, meta, mac_state),
-                 ("snapshot_error", idxterm, kind))]
 
     def run_bg_work(self, job: Any) -> Any:
         """Do a ``bg_work`` job on disk; returns the ``ra_log_event`` body to report.

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ra import seq as ra_seq
-from ra.log_base import CHECKPOINT, SNAPSHOT, LogBase, Snapshot
+from ra.log_base import CHECKPOINT, LogBase, Snapshot
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
 #: ``log_init_args`` defaults (spec §21.2).
@@ -175,37 +175,6 @@ class MemoryLog(LogBase):
         self._pending = ra_seq.limit(idx, self._pending)
 
     # ---- snapshots and checkpoints (spec §17) ----------------------------
-
-    def _make_meta(self, idx: int, cluster: Any, mac_version: int) -> dict[str, Any] | None:
-        term = self.fetch_term(idx)
-        if term is None:
-            return None
-        return {"index": idx, "term": term, "cluster": cluster, "machine_version": mac_version}
-
-    def promote_checkpoint(self, idx: int) -> list[Any]:
-        """``{release_cursor, Idx}``: turn the newest checkpoint <= `idx` into the snapshot."""
-        if self._pending_snapshot is not None:
-            return []
-        snap = self.snapshot_index_term()
-        snap_idx = snap[0] if snap is not None else 0
-        chosen = None
-        for ckpt in self._checkpoints:
-            c_idx = int(ckpt[0]["index"])
-            if snap_idx < c_idx <= idx:
-                chosen = ckpt
-        if chosen is None:
-            return []
-        self._checkpoints.remove(chosen)
-        meta = chosen[0]
-        self._pending_snapshot = (SNAPSHOT, chosen)
-        idxterm = (int(meta["index"]), int(meta["term"]))
-        return [("bg_work", ("promote_checkpoint", idxterm), ("snapshot_error", idxterm, SNAPSHOT))]
-
-    def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any) -> list[Any]:
-        self._pending_snapshot = (kind, (meta, mac_state))
-        idxterm = (meta["index"], meta["term"])
-        return [("bg_work", ("write_snapshot", kind, meta, mac_state),
-                 ("snapshot_error", idxterm, kind))]
 
     def install_snapshot(self, meta: dict[str, Any], mac_state: Any) -> list[Any]:
         """A follower installs a received snapshot: the whole range goes (§16.5)."""

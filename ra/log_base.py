@@ -58,11 +58,6 @@ class LogBase:
     def fold(self, first: int, last: int) -> list[Entry]:
         raise NotImplementedError
 
-    def _make_meta(self, idx: int, cluster: Any, mac_version: int) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any) -> list[Any]:
-        raise NotImplementedError
 
     # ---- queries --------------------------------------------------------------
 
@@ -146,6 +141,36 @@ class LogBase:
         if meta is None:
             return []
         return self._start_write(CHECKPOINT, meta, mac_state)
+
+    def promote_checkpoint(self, idx: int) -> list[Any]:
+        """``{release_cursor, Idx}``: turn the newest checkpoint <= `idx` into the snapshot."""
+        if self._pending_snapshot is not None:
+            return []
+        snap = self.snapshot_index_term()
+        snap_idx = snap[0] if snap is not None else 0
+        chosen = None
+        for ckpt in self._checkpoints:
+            if snap_idx < idxterm(ckpt)[0] <= idx:
+                chosen = ckpt
+        if chosen is None:
+            return []
+        self._checkpoints.remove(chosen)
+        self._pending_snapshot = (SNAPSHOT, chosen)
+        it = idxterm(chosen)
+        return [("bg_work", ("promote_checkpoint", it), ("snapshot_error", it, SNAPSHOT))]
+
+    def _make_meta(self, idx: int, cluster: Any, mac_version: int) -> dict[str, Any] | None:
+        term = self.fetch_term(idx)
+        if term is None:
+            return None
+        return {"index": idx, "term": term, "cluster": cluster, "machine_version": mac_version}
+
+    def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any) -> list[Any]:
+        """Stage the one snapshot/checkpoint write; the driver runs the ``bg_work``."""
+        self._pending_snapshot = (kind, (meta, mac_state))
+        it = (meta["index"], meta["term"])
+        return [("bg_work", ("write_snapshot", kind, meta, mac_state),
+                 ("snapshot_error", it, kind))]
 
     # ---- WAL confirmations ------------------------------------------------------
 
