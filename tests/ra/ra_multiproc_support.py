@@ -25,6 +25,7 @@ from actors import Node
 from ra import api
 from ra import system as ra_system
 from ra.machine import Machine
+from tests.ra.ra_proc_support import wait_until as proc_wait_until
 from transports.tick import TickConfig
 from transports.zmq import ZmqTransport
 from transports.zmq_node import free_port, start_node_process, stop_node_process
@@ -164,14 +165,8 @@ def start_cluster(ids: list[ServerId], machine: Machine) -> None:
 
 
 def wait_until(pred: Callable[[], Any], timeout_s: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = pred()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        actors.sleep(50)
+    """As in-process, with more time and a slower poll: the members are OS processes."""
+    return proc_wait_until(pred, timeout_s, what, poll_ms=50)
 
 
 def leader_of(ids: list[ServerId]) -> ServerId:

@@ -56,7 +56,19 @@ def cluster() -> Iterator[Cluster]:
             node.stop()
 
 
-def wait_until(pred: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition") -> Any:
+@pytest.fixture
+def four() -> Iterator[Cluster]:
+    """Three members on ra1..ra3, and a fourth node for a joining member."""
+    c = make_cluster(4)
+    try:
+        yield c
+    finally:
+        for node in c.nodes:
+            node.stop()
+
+
+def wait_until(pred: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition",
+               poll_ms: int = 20) -> Any:
     """Poll `pred` from a process (sleeping lets the other processes run)."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -65,7 +77,7 @@ def wait_until(pred: Callable[[], Any], timeout_s: float = 10.0, what: str = "co
             return result
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        actors.sleep(20)
+        actors.sleep(poll_ms)
 
 
 def leader_of(ids: list[tuple[str, str]]) -> tuple[str, str]:

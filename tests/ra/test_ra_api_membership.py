@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from ra import api
 from tests.ra.ra_proc_support import (
     SERVER_CONFIG,
     Cluster,
     PipelineClient,
     SeqMachine,
+    four,
     leader_of,
-    make_cluster,
     overview,
     wait_until,
 )
 
-
-@pytest.fixture
-def four() -> Iterator[Cluster]:
-    """Three members on ra1..ra3, and a fourth node for a joining member."""
-    c = make_cluster(4)
-    try:
-        yield c
-    finally:
-        for node in c.nodes:
-            node.stop()
+__all__ = ["four"]
 
 
 def test_add_then_remove_member_while_pipelining(four: Cluster) -> None:

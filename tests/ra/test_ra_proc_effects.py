@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 import actors
 from ra import api
 from tests.ra.ra_proc_support import (
     SERVER_CONFIG,
     Cluster,
     SeqMachine,
+    four,
     leader_of,
-    make_cluster,
     overview,
     wait_until,
 )
 
-
-@pytest.fixture
-def four() -> Iterator[Cluster]:
-    c = make_cluster(4)
-    try:
-        yield c
-    finally:
-        for node in c.nodes:
-            node.stop()
+__all__ = ["four"]
 
 
 def test_local_send_msg_is_executed_by_the_replica_on_the_targets_node(four: Cluster) -> None:
