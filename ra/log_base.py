@@ -206,6 +206,22 @@ class LogBase:
     # ---- driver side --------------------------------------------------------------
 
     def take_wal_writes(self) -> list[list[Entry]]:
-        """Batches to hand to the WAL since the last call (driver only)."""
+        """Batches to hand to the WAL since the last call (driver only).
+
+        Contiguous batches are joined (as Ra's ``begin_tx``/``commit_tx``):
+        appends made while handling one event reach the WAL as one write.
+        """
         out, self._wal_out = self._wal_out, []
-        return out
+        if len(out) < 2:
+            return out
+        joined: list[list[Entry]] = []
+        owned = False  # joined[-1] is a list of our own (callers' lists are not extended)
+        for batch in out:
+            if joined and batch and joined[-1] and batch[0][0] == joined[-1][-1][0] + 1:
+                if not owned:
+                    joined[-1], owned = list(joined[-1]), True
+                joined[-1].extend(batch)
+            else:
+                joined.append(batch)
+                owned = False
+        return joined

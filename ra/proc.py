@@ -51,6 +51,7 @@ from ra.types import (
     RECOVERED,
     TERMINATING_FOLLOWER,
     USR,
+    AppendEntriesRpc,
     InstallSnapshotRpc,
     InvalidReplyMode,
     ServerId,
@@ -112,6 +113,14 @@ class RaServerProc:
             sys_cfg.get("snapshot_chunk_size", DEFAULT_SNAPSHOT_CHUNK_SIZE))
         self.low_flush_size = int(
             sys_cfg.get("low_priority_commands_flush_size", DEFAULT_LOW_PRIORITY_FLUSH_SIZE))
+        #: the longest run of waiting user commands appended as one batch: one
+        #: append_entries_rpc's worth (`max_append_entries_rpc_batch_size`)
+        self.command_batch_size = int(config.get(
+            "max_append_entries_rpc_batch_size",
+            sys_cfg.get("default_max_append_entries_rpc_batch_size", 128)))
+        #: a subset of Ra's per-server counters (`ra_counters`), same names
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("commands", "command_flushes", "rpcs_sent", "aer_received_follower"), 0)
         self.events = Events()
         self.role = RECOVER
         self.s: ServerState
@@ -304,6 +313,9 @@ class RaServerProc:
                 self.reply(from_, ("ok", list(s.cluster), leader))
             case "overview":
                 self.reply(from_, self.overview())
+            case "machine_version":
+                # what this member's code supports (Ra asks `ra_machine:version/1` on its node)
+                self.reply(from_, ("ok", s.cfg.machine_version))
             case ("aux_command", cmd):
                 reply, effects = self.aux(("call", from_), cmd)
                 # as in Ra the reply goes first, then the handler's effects
@@ -373,7 +385,44 @@ class RaServerProc:
                 self.flush_scheduled = True
                 actors.send(self.pid, ("$gen_cast", "flush_commands"))
             return
-        self.core(("command", make_command(cmd_type, data, mode, self.now())), CAST)
+        now = self.now()
+        cmd = make_command(cmd_type, data, mode, now)
+        if cmd_type != USR or actors.whereis(self.system.wal_name) is None:
+            self.core(("command", cmd), CAST)
+            return
+        cmds = [cmd, *self._waiting_user_commands(now)]
+        if len(cmds) == 1:
+            self.core(("command", cmd), CAST)
+        else:
+            self.core(("commands", cmds), CAST)
+
+    def _waiting_user_commands(self, now: int) -> list[Any]:
+        """Normal-priority user commands already queued right behind this one.
+
+        They are appended with it as one batch: the log, the replies and their
+        order are those of appending them one by one, but the leader writes one
+        WAL batch and one ``append_entries_rpc`` per follower instead of one per
+        command. Only an unbroken run is taken: the first other event goes back
+        to the head of the queue, so nothing is reordered.
+        """
+        cmds: list[Any] = []
+        events = self.events
+        while len(cmds) < self.command_batch_size:
+            event = events.take_waiting()
+            if event is None:
+                break
+            match event:
+                case (evtype, ("command", "normal", (cmd_type, data, mode))) if (
+                        evtype == CAST and cmd_type == USR):
+                    try:
+                        validate_reply_mode(mode)
+                    except InvalidReplyMode:
+                        continue  # dropped, as a lone cast with a bad reply mode
+                    cmds.append(make_command(USR, data, mode, now))
+                case _:
+                    events.push_back_first(event)
+                    break
+        return cmds
 
     def flush_low_priority(self) -> None:
         """Append queued low-priority commands in batches, behind the mailbox."""
@@ -396,6 +445,7 @@ class RaServerProc:
         """Hand one event to the pure core; execute effects; change state."""
         old = self.role
         s = self.s
+        self._count(old, msg)
         s.log.wal_up = actors.whereis(self.system.wal_name) is not None
         new, s, effects = server.handle(old, msg, s, self.now())
         self.persist_term_and_vote()
@@ -410,6 +460,17 @@ class RaServerProc:
         nexts = run_effects(self, effects, evtype)
         self.transition(new, old, msg)
         self.push(nexts)
+
+    def _count(self, role: str, msg: Any) -> None:
+        counters = self.counters
+        if type(msg) is tuple and msg:
+            if msg[0] == "command" and role == LEADER:
+                counters["commands"] += 1
+            elif msg[0] == "commands" and role == LEADER:
+                counters["commands"] += len(msg[1])
+                counters["command_flushes"] += 1
+        elif role == FOLLOWER and isinstance(msg, AppendEntriesRpc):
+            counters["aer_received_follower"] += 1
 
     def transition(self, new: str, old: str, msg: Any) -> None:
         self.role = new
@@ -708,6 +769,7 @@ class RaServerProc:
             "effective_machine_version": s.cfg.effective_machine_version,
             "machine_versions": list(s.cfg.machine_versions),
             "machine": ra_machine.overview(s.cfg.effective_machine_module, s.machine_state),
+            "counters": dict(self.counters),
         }
 
 

@@ -93,7 +93,10 @@ def _run_one(proc: RaServerProc, eff: Any, evtype: Any,
             nexts.append((evtype, evt))
         case ("next_event", etype, evt):
             nexts.append((_event_type(etype), evt))
-        case ("send_rpc", to, rpc) | ("cast", to, rpc):
+        case ("send_rpc", to, rpc):
+            proc.counters["rpcs_sent"] += 1
+            safe_send(to, ("$gen_cast", rpc))
+        case ("cast", to, rpc):
             safe_send(to, ("$gen_cast", rpc))
         case ("send_vote_requests", reqs):
             for to, rpc in reqs:

@@ -9,6 +9,7 @@ with `actors.spawn`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import actors
@@ -16,6 +17,8 @@ from actors import gen
 from actors.pid import CallExit, Pid, ProcessExit
 from ra.snapshot import install_snapshot_rpcs
 from ra.types import AppendEntriesReply, InstallSnapshotResult, ServerId
+
+log = logging.getLogger("warren.ra")
 
 
 def request_vote(server: Pid, peer: ServerId, rpc: Any, timeout_ms: int) -> None:
@@ -34,7 +37,21 @@ def send_snapshot(leader: Pid, leader_id: ServerId, peer: ServerId, meta: dict[s
     Every chunk is a synchronous call. Exiting normally means the result was
     delivered; any failure (timeout, peer down) exits abnormally so the
     leader backs off and retries.
+
+    First, as Ra's sender does, it asks what machine version the peer's code
+    supports: a snapshot taken at a higher version is not sent at all (the
+    peer could not run it); the sender ends normally and the leader offers
+    the snapshot again later, so a peer restarted with newer code gets it.
     """
+    try:
+        theirs = gen.call(peer, ("local_call", "machine_version"), timeout_ms)
+    except CallExit as exc:
+        raise ProcessExit(("snapshot_send_failed", exc.reason[0]))
+    if int(meta.get("machine_version", 0)) > int(theirs[1]):
+        log.debug("not sending the snapshot at %s to %s: its code supports machine "
+                  "version %s, the snapshot is at %s", meta.get("index"), peer, theirs[1],
+                  meta.get("machine_version"))
+        return
     for rpc in install_snapshot_rpcs(meta, mac_state, term, leader_id, chunk_size):
         try:
             reply = gen.call(peer, rpc, timeout_ms)

@@ -62,6 +62,25 @@ class Events:
             if evt is not None:
                 return evt
 
+    def take_waiting(self) -> tuple[Any, Any] | None:
+        """The next mailbox event if one is already there, else None; never blocks.
+
+        Only when no ``next_event`` is queued: those come before the mailbox.
+        """
+        if self._next:
+            return None
+        while True:
+            msg = actors.receive(0)
+            if msg is actors.TIMEOUT:
+                return None
+            evt = self._classify(msg)
+            if evt is not None:
+                return evt
+
+    def push_back_first(self, event: tuple[Any, Any]) -> None:
+        """Return an event taken by `take_waiting` to the head of the queue."""
+        self._next.appendleft(event)
+
     def _classify(self, msg: Any) -> tuple[Any, Any] | None:
         if type(msg) is tuple and msg:
             tag = msg[0]

@@ -127,6 +127,19 @@ def test_set_last_index_forces_the_end_back(make_log: MakeLog) -> None:
     assert log.next_index() == 3
 
 
+def test_contiguous_appends_reach_the_wal_as_one_write_an_overwrite_apart(
+    make_log: MakeLog,
+) -> None:
+    log = make_log(entries(1, 1))
+    log.write([entry(3, 1)])
+    for idx in (4, 5):
+        log.append(entry(idx, 1))
+    assert log.take_wal_writes() == [entries(1, 1, 1, first=3)]
+    log.append(entry(6, 1))
+    log.write([entry(4, 2)])  # a new leader's entry overwrites index 4: a write of its own
+    assert log.take_wal_writes() == [[entry(6, 1)], [entry(4, 2)]]
+
+
 def test_resend_write_resends_from_the_asked_index(make_log: MakeLog) -> None:
     log = make_log(entries(1, 1, 1, 1), written_upto=1)
     log.handle_event(("resend_write", 3))
