@@ -32,6 +32,7 @@ def _q(args: argparse.Namespace) -> tuple[Any, ...]:
 # command -> (function name in broker.ctl_ops, arguments from the parsed flags)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]] = {
     "cluster_status": ("cluster_status", lambda a: ()),
+    "alarms": ("alarms", lambda a: ()),
     "list_queues": ("list_queues", lambda a: (a.vhost,)),
     "list_exchanges": ("list_exchanges", lambda a: (a.vhost,)),
     "list_policies": ("list_policies", lambda a: (a.vhost,)),
@@ -102,7 +103,7 @@ def add_parser(sub: Any) -> None:
     ctl.add_argument("--timeout", "-t", type=float, default=30.0, help="seconds")
     ctl.add_argument("--cookie", default=None, help="default: WARREN_COOKIE or ~/.warren.cookie")
     cmds = ctl.add_subparsers(dest="ctl_command", required=True)
-    for name in ("cluster_status", "list_queues", "list_exchanges", "list_policies",
+    for name in ("cluster_status", "alarms", "list_queues", "list_exchanges", "list_policies",
                  "list_connections", "list_channels", "rebalance", "dlx_workers",
                  "heal", "wal_status", "list_users", "list_permissions"):
         cmds.add_parser(name)

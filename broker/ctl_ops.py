@@ -59,7 +59,7 @@ def cluster_status() -> dict[str, Any]:
     nodes = broker.config.all_nodes
     running = [n for n in nodes if n == node.name or ping(n, 1000) == "pong"]
     members = api.members((CLUSTER_NAME, node.name), INFO_TIMEOUT)
-    alarms = _call(ALARM_SERVER, "get_alarms")
+    alarms = _alarm_maps(_call(ALARM_SERVER, "get_alarms"))
     return {
         "node": node.name,
         "disk_nodes": nodes,
@@ -70,6 +70,17 @@ def cluster_status() -> dict[str, Any]:
         "alarms": alarms,
         "formation": broker.formation,
     }
+
+
+def _alarm_maps(pairs: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """(resource, node) pairs as rabbitmqctl's JSON shows alarms."""
+    return [{"type": "resource_limit", "resource": r, "node": n} for r, n in pairs]
+
+
+def alarms() -> list[dict[str, str]]:
+    """`rabbitmq-diagnostics alarms`: every resource alarm in effect, by node, as
+    the target node knows them."""
+    return _alarm_maps(_call(ALARM_SERVER, "get_alarms"))
 
 
 def _call(name: str, request: Any, timeout: int = INFO_TIMEOUT) -> Any:

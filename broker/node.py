@@ -5,7 +5,7 @@ warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core chi
 ├── net                      node monitor: which peers are up (nodeup / nodedown)
 ├── ra_systems_sup           the Ra system: WAL, segment writer, ra_server_sup_sup
 ├── warren_metadata_view     joins or forms the metadata cluster, keeps the node's copy
-├── rabbit_alarm             memory and disk monitors -> alarm hub
+├── rabbit_alarm             memory and disk monitors -> alarm hub (cluster-wide)
 ├── rabbit_fifo_dlx_sup      simple_one_for_one: at-least-once dead-letter workers
 ├── amqp_listener            TCP acceptor -> one reader (connection tree) per connection
 └── recorder                 history sink (only records when a history_dir is configured)
@@ -250,7 +250,8 @@ class BrokerNode:
             {"id": "ra_systems_sup", "type": "supervisor",
              "start": (_start_ra, [self.ra_config()])},
             {**_gen(MetadataServer, self, PROJECTION), "shutdown": 5000},
-            _gen(AlarmServer, (self.ctx.alarm, data_dir), ALARM_SERVER),
+            _gen(AlarmServer, (self.ctx.alarm, data_dir, self.config.all_nodes),
+                 ALARM_SERVER),
             {"id": DLX_SUP, "type": "supervisor",
              "start": (supervisor.start_link, [dlx, None, DLX_SUP])},
             _gen(ListenerServer, self, "amqp_listener"),

@@ -31,7 +31,7 @@ import actors
 from actors import trace
 from channel import connection_sup, queue_collector
 from channel.assembler import Assembler, Command, has_content
-from channel.auth import MECHANISMS, LoginRefused, User, check_login
+from channel.auth import MECHANISMS, LoginRefused, User, check_login, reauthenticate
 from channel.channel import ConnectionInfo
 from channel.config import BrokerContext
 from channel.credit_flow import CreditFlow
@@ -460,6 +460,8 @@ class Reader:
             self.client_close()
         elif name == "Connection.CloseOk" and state == "closed":
             self.terminate("close-ok")
+        elif name == "Connection.UpdateSecret" and state in RUNNING:
+            self.update_secret(m)
         elif state in ("closing", "closed"):
             return
         else:
@@ -530,6 +532,14 @@ class Reader:
         self.throttle.blocked_by |= self.ctx.alarm.register(self.me)
         self.state = "running"
         self.control_throttle()
+
+    def update_secret(self, m: Any) -> None:
+        """Accepted for internal users, whose credentials never expire (§3.11)."""
+        assert self.user is not None
+        self.user = reauthenticate(self.user, m.new_secret or "")
+        self.send0(Out.of(C.Connection.UpdateSecretOk))
+        log.info("connection %s: user '%s' updated secret, reason: %s",
+                 self.peer, self.user.name, m.reason)
 
     # --------------------------------------------------------------- closing
 
