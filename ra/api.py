@@ -147,6 +147,12 @@ def consistent_query(server_loc: Any, query_fun: Any, timeout: int = DEFAULT_TIM
     return _leader_call(server_loc, ("consistent_query", query_fun), timeout)
 
 
+def consistent_aux(server_loc: Any, aux_cmd: Any, timeout: int = DEFAULT_TIMEOUT) -> Any:
+    """``("ok", reply, leader)``: the leader's aux handler answers `aux_cmd` as a
+    call, once a heartbeat quorum confirmed its leadership (as `consistent_query`)."""
+    return _leader_call(server_loc, ("consistent_aux", aux_cmd), timeout)
+
+
 def members(server_loc: Any, timeout: int = DEFAULT_TIMEOUT) -> Any:
     """``("ok", [server_id], leader)``: the leader's view, or ``("local", id)`` for one member's."""
     if isinstance(server_loc, tuple) and len(server_loc) == 2 and server_loc[0] == "local":

@@ -1,5 +1,8 @@
 """Consistent queries on the leader (spec §12.4): a read without a log write.
 
+``consistent_aux`` takes the same path: once confirmed, its aux command runs
+on the leader as an aux call (spec §11).
+
 A leader cannot answer from its own state alone: a newer leader may have
 been elected without it knowing. So it bumps ``query_index``, sends a
 ``heartbeat_rpc`` carrying it to its peers and answers only once a voter
@@ -12,6 +15,7 @@ because only then does its state include everything committed before it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ra.state import ServerState, required_quorum
@@ -20,7 +24,18 @@ from ra.types import HeartbeatRpc
 Effects = list[Any]
 
 
+@dataclass(frozen=True, slots=True)
+class AuxQuery:
+    """A ``consistent_aux`` request: the aux command to run once leadership is confirmed."""
+
+    cmd: Any
+
+
 def _answer(from_: Any, query_fun: Any, s: ServerState) -> tuple[Any, ...]:
+    if isinstance(query_fun, AuxQuery):
+        # Ra hands the aux command to the aux handler as a call whose reply is wrapped
+        return ("next_event", ("call", from_),
+                ("local_call", ("aux_command", ("$wrap_reply", query_fun.cmd))))
     return ("reply", from_, ("ok", query_fun(s.machine_state), s.id))
 
 

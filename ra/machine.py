@@ -13,6 +13,8 @@ fall back to the behaviour's defaults when a method is absent.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Iterable
 from typing import Any
 
@@ -119,6 +121,19 @@ def call_snapshot_installed(
 ) -> Effects:
     fun = getattr(machine, "snapshot_installed", None)
     return flatten(fun(meta, state, old_meta, old_state)) if fun is not None else []
+
+
+@functools.cache
+def _positional_params(fun: Any) -> int:
+    params = inspect.signature(fun).parameters.values()
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def aux_arity(fun: Any) -> int:
+    """5 for ``handle_aux(ra_state, kind, cmd, aux, int_state)``; 6 for the legacy
+    ``handle_aux(ra_state, kind, cmd, aux, log, machine_state)``."""
+    target = getattr(fun, "__func__", fun)  # a bound method: count without `self`
+    return _positional_params(target) - (1 if target is not fun else 0)
 
 
 def version(machine: Any) -> int:

@@ -30,7 +30,7 @@ from actors.process import Process
 from ra import deletion, server, timeouts
 from ra import machine as ra_machine
 from ra.directory import DirEntry, SystemHandle, lookup
-from ra.proc_effects import run_effects
+from ra.proc_effects import run_effects, send_applied_notifications
 from ra.snapshot import (
     DEFAULT_INSTALL_SNAP_RPC_TIMEOUT,
     DEFAULT_RECEIVE_SNAPSHOT_TIMEOUT,
@@ -121,6 +121,8 @@ class RaServerProc:
         #: a subset of Ra's per-server counters (`ra_counters`), same names
         self.counters: dict[str, int] = dict.fromkeys(
             ("commands", "command_flushes", "rpcs_sent", "aer_received_follower"), 0)
+        #: client pid -> ``applied`` replies that could not be sent yet (leader)
+        self.pending_notifys: dict[Any, list[Any]] = {}
         self.events = Events()
         self.role = RECOVER
         self.s: ServerState
@@ -294,6 +296,8 @@ class RaServerProc:
                 self.core(("command", cmd), ("call", from_))
             case ("consistent_query", query_fun):
                 self.core(("consistent_query", from_, _query_fun(query_fun, s)), ("call", from_))
+            case ("consistent_aux", aux_cmd):
+                self.core(("consistent_aux", from_, aux_cmd), ("call", from_))
             case ("local_query", query_fun):
                 self.reply(from_, self.query_reply(query_fun, self.id))
             case "members":
@@ -317,10 +321,12 @@ class RaServerProc:
                 # what this member's code supports (Ra asks `ra_machine:version/1` on its node)
                 self.reply(from_, ("ok", s.cfg.machine_version))
             case ("aux_command", cmd):
-                reply, effects = self.aux(("call", from_), cmd)
+                wrap = isinstance(cmd, tuple) and len(cmd) == 2 and cmd[0] == "$wrap_reply"
+                reply, effects = self.aux(("call", from_), cmd[1] if wrap else cmd)
                 # as in Ra the reply goes first, then the handler's effects
                 if reply is not None:
-                    self.reply(from_, reply[1])
+                    # consistent_aux: ``("ok", reply, leader_id)``, as a leader call answers
+                    self.reply(from_, ("wrap_reply", reply[1]) if wrap else reply[1])
                 self.push(run_effects(self, effects, ("call", from_)))
             case _:
                 self.reply(from_, ("error", ("unsupported_call", req)))
@@ -503,6 +509,7 @@ class RaServerProc:
                     del self.node_monitors[node]
         if new == LEADER:
             self._drop_leader_monitor()
+            self.pending_notifys = {}
         effects = server.handle_state_enter(new, old, s)
         self.push(run_effects(self, effects, evtype))
         if new == LEADER:
@@ -539,6 +546,8 @@ class RaServerProc:
         self.s.now_ms = self.now()
         effects = server.tick(self.role, self.s)
         self.push(run_effects(self, effects, CAST))
+        if self.role == LEADER and self.pending_notifys:
+            send_applied_notifications(self, {})  # try the undelivered ones again
         self.resend_to_restarted_wal()
         self.sync_meta()
 
@@ -568,6 +577,7 @@ class RaServerProc:
     # ---------------------------------------------------- monitors, nodes
 
     def on_down(self, ref: Ref, pid: Any, reason: Any) -> None:
+        self.pending_notifys.pop(pid, None)
         entry = self.monitors.pop(ref, None)
         if entry is None:
             return
@@ -730,19 +740,32 @@ class RaServerProc:
         return ("ok", ((s.last_applied, s.current_term), result), leader)
 
     def aux(self, kind: Any, cmd: Any) -> tuple[Any, list[Any]]:
-        """``handle_aux/5``: returns ``(("reply", r) | None, effects)``."""
-        fun = getattr(self.s.cfg.effective_machine_module, "handle_aux", None)
+        """Run the aux handler: ``(("reply", r) | None, effects)``.
+
+        ``handle_aux`` with five arguments gets the opaque server state (read
+        through `ra.aux`); the legacy six-argument form gets the log and the
+        machine state, and the log it returns becomes the server's log.
+        """
+        s = self.s
+        fun = getattr(s.cfg.effective_machine_module, "handle_aux", None)
         if fun is None:
             return ("reply", ("error", "aux_handler_not_implemented")), []
-        match fun(self.role, kind, cmd, self.aux_state, self.s):
-            case ("reply", reply, aux, _int_state, *rest):
-                self.aux_state = aux
-                return ("reply", reply), ra_machine.flatten(rest[0] if rest else [])
-            case ("no_reply", aux, _int_state, *rest):
-                self.aux_state = aux
-                return None, ra_machine.flatten(rest[0] if rest else [])
+        legacy = ra_machine.aux_arity(fun) == 6
+        if legacy:
+            result = fun(self.role, kind, cmd, self.aux_state, s.log, s.machine_state)
+        else:
+            result = fun(self.role, kind, cmd, self.aux_state, s)
+        match result:
+            case ("reply", reply, aux, inner, *rest):
+                out: Any = ("reply", reply)
+            case ("no_reply", aux, inner, *rest):
+                out = None
             case other:
                 raise ValueError(f"bad handle_aux return {other!r}")
+        self.aux_state = aux
+        if legacy:
+            s.log = inner
+        return out, ra_machine.flatten(rest[0] if rest else [])
 
     def overview(self) -> dict[str, Any]:
         s = self.s

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ra.proc import RaServerProc
 
 
-def safe_send(to: Any, msg: Any) -> None:
+def safe_send(to: Any, msg: Any) -> bool:
     """Ra's ``send/3``: ``noconnect`` + ``nosuspend``, so it never blocks or fails.
 
     A message for a node this one has no session with is dropped, never queued
@@ -43,11 +43,31 @@ def safe_send(to: Any, msg: Any) -> None:
     """
     node = _node_of(to)
     if node is not None and node != actors.node() and node not in actors.nodes():
-        return
+        return False  # noconnect
     try:
         actors.send(to, msg)
     except NoSuchName:
         pass
+    return True
+
+
+def send_applied_notifications(proc: RaServerProc, nots: dict[Any, Any]) -> None:
+    """One ``applied`` event per client pid; what cannot be sent is kept.
+
+    As Ra's ``pending_notifys``: correlations for a pid whose node is not
+    connected wait (in order) and go out ahead of that pid's next ones, at
+    the next notify or the next leader tick.
+    """
+    pending = proc.pending_notifys
+    if pending:
+        merged = {pid: list(corrs) for pid, corrs in pending.items()}
+        for pid, replies in nots.items():
+            merged.setdefault(pid, []).extend(replies)
+        nots = merged
+        pending.clear()
+    for pid, replies in nots.items():
+        if not safe_send(pid, ("ra_event", proc.id, ("applied", list(replies)))):
+            pending[pid] = list(replies)
 
 
 def _node_of(to: Any) -> str | None:
@@ -116,8 +136,7 @@ def _run_one(proc: RaServerProc, eff: Any, evtype: Any,
                 msg = ("$gen_cast", msg)
             safe_send(to, msg)
         case ("notify", nots):
-            for pid, replies in nots.items():
-                safe_send(pid, ("ra_event", proc.id, ("applied", list(replies))))
+            send_applied_notifications(proc, nots)
         case ("send_ra_event", pid, evt):
             safe_send(pid, ("ra_event", proc.id, evt))
         case "start_election_timeout":

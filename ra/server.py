@@ -442,6 +442,9 @@ def _handle_leader_msg(msg: Any, s: ServerState) -> Result:
             return LEADER, s, consistent_queries.heartbeat_reply(peer_id, qi, s)
         case ("consistent_query", from_, query_fun):
             return LEADER, s, consistent_queries.request(from_, query_fun, s)
+        case ("consistent_aux", from_, aux_cmd):
+            return LEADER, s, consistent_queries.request(
+                from_, consistent_queries.AuxQuery(aux_cmd), s)
         case RequestVoteRpc(term=term, candidate_id=cand) if term > cur:
             if cand not in s.cluster:
                 return LEADER, s, []

@@ -149,3 +149,49 @@ def test_a_machine_without_an_aux_handler_refuses_aux_calls(cluster: Cluster) ->
         assert api.aux_command(leader, "anything") == ("error", "aux_handler_not_implemented")
         api.cast_aux_command(leader, "anything")  # a cast is dropped
         assert api.ping(leader) == ("pong", "leader")
+
+
+def test_consistent_aux_runs_on_the_confirmed_leader_with_a_wrapped_reply(
+    cluster: Cluster,
+) -> None:
+    with cluster.nodes[0].attached():
+        leader = start(cluster, AuxMachine())
+        follower = next(sid for sid in cluster.ids if sid != leader)
+        assert api.process_command(leader, ("push", 1))[0] == "ok"
+        # asked through a follower, it is the leader's aux handler that answers
+        ok, view, who = api.consistent_aux(follower, "get")
+        assert (ok, who) == ("ok", leader)
+        assert view[:2] == ("leader", leader[0]) and view[4] == (1, (1,))
+        assert api.consistent_aux([follower, leader], ("tell", actors.self(), "hi"))[:2] == (
+            "ok", "told")
+        assert actors.receive(2000) == ("aux_says", "hi")
+
+
+class LegacyAuxMachine(SeqMachine):
+    """The older six-argument ``handle_aux``: it is given the log and the
+    machine state, and hands the log back."""
+
+    def init_aux(self, name: str) -> list[Any]:
+        return []
+
+    def handle_aux(self, ra_state: str, kind: Any, cmd: Any, aux: list[Any], log: Any,
+                   mac_state: Any) -> tuple[Any, ...]:
+        match cmd:
+            case "view":
+                return ("reply", (ra_state, mac_state, log.last_index_term()[0], list(aux)),
+                        aux, log)
+            case ("note", what):
+                return ("no_reply", [*aux, what], log)
+        return ("no_reply", aux, log)
+
+
+def test_the_legacy_six_argument_handle_aux_gets_the_log_and_machine_state(
+    cluster: Cluster,
+) -> None:
+    with cluster.nodes[0].attached():
+        leader = start(cluster, LegacyAuxMachine())
+        assert api.process_command(leader, ("push", 4))[0] == "ok"
+        api.cast_aux_command(leader, ("note", "x"))
+        state, mac, last_index, notes = api.aux_command(leader, "view")
+        assert (state, mac, notes) == ("leader", (4, (4,)), ["x"])
+        assert last_index == overview(leader)["last_index"]
