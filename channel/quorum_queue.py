@@ -212,7 +212,7 @@ class QuorumSession:
         if "x-queue-type" not in args:
             compatible = durable and not exclusive and not auto_delete
             args["x-queue-type"] = self.b.default_queue_type if compatible else "classic"
-        if record is None and args["x-queue-type"] == "classic":
+        if record is None and args["x-queue-type"] in ("classic", "stream"):
             return self._declare_classic(name, durable, exclusive, auto_delete, args)
         if args["x-queue-type"] == "quorum":
             check_queue_name(name)
@@ -230,11 +230,12 @@ class QuorumSession:
 
     def _declare_classic(self, name: str, durable: bool, exclusive: bool, auto_delete: bool,
                          args: dict[str, Any]) -> DeclareOk:
-        if self.classic is None:
+        kind = args["x-queue-type"]
+        if self.classic is None or kind != "classic":  # streams are not supported
             raise AmqpError(
                 "PRECONDITION_FAILED",
                 f"invalid arg 'x-queue-type' for {self._where(name)}: "
-                "\"unsupported queue type 'classic'\"")
+                f"\"unsupported queue type '{kind}'\"")
         return self.classic.declare(name, passive=False, durable=durable, exclusive=exclusive,
                                     auto_delete=auto_delete, arguments=args)
 

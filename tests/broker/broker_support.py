@@ -65,11 +65,13 @@ def wait_ready(b: BrokerProc, timeout: float = 60.0) -> str:
     raise RuntimeError(f"{b.name} not ready: {buf.decode()!r}\n{log[-3000:]}")
 
 
-def start_cluster(nodes: list[BrokerProc], backend: str = "quorum") -> None:
+def start_cluster(nodes: list[BrokerProc], backend: str = "quorum",
+                  net_ticktime: float = 2) -> None:
     peers = ",".join(b.name for b in nodes)
     for b in nodes:
         launch(b, ["--name", b.name, "--amqp-port", str(b.amqp_port), "--peers", peers,
-                   "--net-ticktime", "2", "--data-dir", str(b.data_dir), "--backend", backend])
+                   "--net-ticktime", str(net_ticktime), "--data-dir", str(b.data_dir),
+                   "--backend", backend])
     for b in nodes:
         wait_ready(b)
 

@@ -1,0 +1,37 @@
+"""Fixtures of the AMQP specification tests (`test_broker_amqp_*.py`).
+
+`amqp_cluster` is three real nodes per test module; `amqp` is one test's
+connections and queues on them (closed and deleted after the test); `queue` is
+a queue name no other test uses, deleted after the test too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.broker.amqp_support import Amqp, running_cluster, unique_queue_name
+from tests.broker.broker_support import BrokerProc
+
+
+@pytest.fixture(scope="module")
+def amqp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
+    with running_cluster(tmp_path_factory.mktemp("amqp")) as nodes:
+        yield nodes
+
+
+@pytest.fixture
+def amqp(amqp_cluster: list[BrokerProc]) -> Iterator[Amqp]:
+    view = Amqp(amqp_cluster)
+    try:
+        yield view
+    finally:
+        view.close()
+
+
+@pytest.fixture
+def queue(amqp: Amqp, request: pytest.FixtureRequest) -> str:
+    name = unique_queue_name(request.node.name)
+    amqp.queues.append(name)
+    return name
