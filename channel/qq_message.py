@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from actors.wire import wire_record
 from channel import qq_death
 from channel.backend import Message
 from channel.framing import Content
@@ -25,6 +26,7 @@ from channel.qq_death import Deaths
 __all__ = ["QqMessage"]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class QqMessage:
     exchange: str

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, TypeAlias
 
+from actors.wire import wire_record
+
 #: `ra_server_id()`: ``(name, node)``. Never a pid: the id must survive restarts.
 ServerId: TypeAlias = tuple[str, str]
 #: `ra_index()` / `ra_term()` are plain non-negative ints.
@@ -134,6 +136,7 @@ def validate_reply_mode(mode: Any) -> None:
 # --------------------------------------------------------------------------
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class AppendEntriesRpc:
     RECORD: ClassVar[str] = "append_entries_rpc"
@@ -145,6 +148,7 @@ class AppendEntriesRpc:
     entries: tuple[Entry, ...] = ()
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class AppendEntriesReply:
     """`last_index`/`last_term` are the follower's last *written* (fsynced) entry;
@@ -158,6 +162,7 @@ class AppendEntriesReply:
     last_term: int
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class RequestVoteRpc:
     RECORD: ClassVar[str] = "request_vote_rpc"
@@ -167,6 +172,7 @@ class RequestVoteRpc:
     last_log_term: int
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class RequestVoteResult:
     RECORD: ClassVar[str] = "request_vote_result"
@@ -174,6 +180,7 @@ class RequestVoteResult:
     vote_granted: bool
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class PreVoteRpc:
     RECORD: ClassVar[str] = "pre_vote_rpc"
@@ -186,6 +193,7 @@ class PreVoteRpc:
     version: int = RA_PROTO_VERSION
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class PreVoteResult:
     RECORD: ClassVar[str] = "pre_vote_result"
@@ -194,6 +202,7 @@ class PreVoteResult:
     vote_granted: bool
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class InstallSnapshotRpc:
     """`chunk_state` is ``(num, flag)`` with flag in ``init | pre | next | last``."""
@@ -206,6 +215,7 @@ class InstallSnapshotRpc:
     data: Any
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class InstallSnapshotResult:
     RECORD: ClassVar[str] = "install_snapshot_result"
@@ -214,6 +224,7 @@ class InstallSnapshotResult:
     last_term: int
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class HeartbeatRpc:
     RECORD: ClassVar[str] = "heartbeat_rpc"
@@ -222,6 +233,7 @@ class HeartbeatRpc:
     leader_id: ServerId
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class HeartbeatReply:
     RECORD: ClassVar[str] = "heartbeat_reply"
@@ -229,6 +241,7 @@ class HeartbeatReply:
     term: int
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class InfoRpc:
     RECORD: ClassVar[str] = "info_rpc"
@@ -237,6 +250,7 @@ class InfoRpc:
     keys: tuple[str, ...]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class InfoReply:
     RECORD: ClassVar[str] = "info_reply"
