@@ -23,13 +23,17 @@ module imports only the standard library and pytest, and its hook returns at onc
 tests that do not use the fixture. pika, pyarrow and Spark are imported on first use.
 
 Options: `--warren-no-analysis` (stop and keep the raw history, skip compaction and
-Spark), `--warren-spark-master URL` (default `local[2]`).
+Spark), `--warren-spark-master URL` (default `local[2]`). Marker settings: `nodes`,
+`backend`, `net_ticktime`, `amqp`, `start_timeout_s` and `on_unknown`: a check that
+could not decide (for instance a final-state check of a test that never drained) is
+an `UnknownVerdict` warning by default, and fails the test with `on_unknown="fail"`.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +55,9 @@ MARKER = "warren_cluster"
 #: the history node and client name of the test process's own operations
 CLIENT = "pytest"
 DEFAULTS: dict[str, Any] = {"nodes": 3, "backend": "quorum", "net_ticktime": 2.0,
-                            "amqp": {}, "start_timeout_s": 90.0}
+                            "amqp": {}, "start_timeout_s": 90.0, "on_unknown": "warn"}
+#: what a check that could not decide (`unknown`, exit code 2) does to a test
+ON_UNKNOWN = ("warn", "fail")
 #: small-input Spark settings: whole-stage code generation and adaptive re-planning
 #: cost more than they save on a test's few thousand rows
 SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
@@ -61,6 +67,10 @@ SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": 
 
 class CheckFailed(AssertionError):
     """The recorded history of a test fails a check (the message is the verdict table)."""
+
+
+class UnknownVerdict(UserWarning):
+    """A check could not decide on a test's history (say, no completed drain)."""
 
 
 # --------------------------------------------------------------------------- hooks
@@ -177,7 +187,29 @@ def verdict_text(summary: dict[str, Any]) -> str:
 
 
 def failed_checks(summary: dict[str, Any]) -> list[str]:
-    return sorted(k for k, v in summary.get("checks", {}).items() if v.get("status") == "fail")
+    return checks_with(summary, "fail")
+
+
+def checks_with(summary: dict[str, Any], status: str) -> list[str]:
+    return sorted(k for k, v in summary.get("checks", {}).items() if v.get("status") == status)
+
+
+def judge(code: int, summary: dict[str, Any], on_unknown: str) -> tuple[str | None, str | None]:
+    """What an analysed history does to a passing test: ``(failure, warning)`` texts.
+
+    A failing check or an analysis that could not run (exit codes 3, 4) fails the
+    test. A check that could not decide (``unknown``) fails it only with
+    ``on_unknown="fail"``; by default it is a warning, because a test that never
+    drains leaves the final-state checks undecided by design.
+    """
+    failed = failed_checks(summary)
+    if failed or code in (3, 4):
+        return f"the recorded history fails {', '.join(failed) or f'analysis ({code})'}", None
+    unknown = checks_with(summary, "unknown")
+    if not unknown:
+        return None, None
+    text = f"the recorded history leaves {', '.join(unknown)} undecided"
+    return (text, None) if on_unknown == "fail" else (None, text)
 
 
 # ------------------------------------------------------------------------- clients
@@ -424,6 +456,9 @@ class WarrenCluster:
         unknown = set(settings) - set(DEFAULTS)
         if unknown:
             raise pytest.UsageError(f"{MARKER}: unknown settings {sorted(unknown)}")
+        if settings["on_unknown"] not in ON_UNKNOWN:
+            raise pytest.UsageError(f"{MARKER}: on_unknown must be one of {ON_UNKNOWN}, "
+                                    f"not {settings['on_unknown']!r}")
         self.run_dir = Path(run_dir)
         self.settings = settings
         self.analyzer = analyzer
@@ -477,12 +512,13 @@ class WarrenCluster:
 
         compact(self.run_dir)
         code, self.summary = self.analyzer.analyze(self.run_dir)
-        failed = failed_checks(self.summary)
-        if failed or code in (3, 4):
-            raise CheckFailed(
-                f"the recorded history fails {', '.join(failed) or f'analysis ({code})'}\n"
-                f"{verdict_text(self.summary)}\n"
-                f"report: {self.run_dir / 'analysis' / 'report.html'}")
+        failure, warning = judge(code, self.summary, str(self.settings["on_unknown"]))
+        details = (f"{verdict_text(self.summary)}\n"
+                   f"report: {self.run_dir / 'analysis' / 'report.html'}")
+        if failure is not None:
+            raise CheckFailed(f"{failure}\n{details}")
+        if warning is not None:
+            warnings.warn(UnknownVerdict(f"{warning}\n{details}"), stacklevel=1)
 
     def _record_meta(self) -> None:
         from importlib import metadata

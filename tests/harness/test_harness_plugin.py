@@ -84,3 +84,46 @@ def test_the_plugin_leaves_other_tests_alone_and_fails_a_test_on_its_verdict(
     result.assert_outcomes(passed=1, failed=1, errors=0)
     result.stdout.fnmatch_lines(["*CheckFailed: the recorded history fails total_queue",
                                  "*VERDICT TABLE", "*FAILED test_failing.py::test_body_passes*"])
+
+
+SUMMARY_PASS = {"checks": {"total_queue": {"status": "pass"}, "ordering": {"status": "pass"}}}
+SUMMARY_UNKNOWN = {"checks": {"total_queue": {"status": "unknown"},
+                              "ordering": {"status": "pass"},
+                              "replica_determinism": {"status": "unknown"}}}
+SUMMARY_FAIL = {"checks": {"total_queue": {"status": "fail"},
+                           "ordering": {"status": "unknown"}}}
+
+
+def test_verdicts_a_failure_fails_an_undecided_check_warns_unless_asked_to_fail() -> None:
+    from harness.pytest_plugin import judge
+
+    assert judge(0, SUMMARY_PASS, "warn") == (None, None)
+    assert judge(1, SUMMARY_FAIL, "warn") == ("the recorded history fails total_queue", None)
+    assert judge(3, {"checks": {}}, "warn") == (
+        "the recorded history fails analysis (3)", None)
+    undecided = "the recorded history leaves replica_determinism, total_queue undecided"
+    assert judge(2, SUMMARY_UNKNOWN, "warn") == (None, undecided)
+    assert judge(2, SUMMARY_UNKNOWN, "fail") == (undecided, None)
+
+
+BAD_SETTING = """
+import pytest
+
+@pytest.mark.warren_cluster(nodes=1, on_unknown="ignore")
+def test_bad(warren_cluster):
+    pass
+
+@pytest.mark.warren_cluster(nodes=1, colour="blue")
+def test_unknown_key(warren_cluster):
+    pass
+"""
+
+
+def test_bad_marker_settings_are_usage_errors_before_any_node_starts(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_bad=BAD_SETTING)
+    result = pytester.runpytest_subprocess("--warren-no-analysis", "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=2)
+    out = result.stdout.str()
+    assert "on_unknown must be one of ('warn', 'fail'), not 'ignore'" in out
+    assert "unknown settings ['colour']" in out
