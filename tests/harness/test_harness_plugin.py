@@ -127,3 +127,17 @@ def test_bad_marker_settings_are_usage_errors_before_any_node_starts(
     out = result.stdout.str()
     assert "on_unknown must be one of ('warn', 'fail'), not 'ignore'" in out
     assert "unknown settings ['colour']" in out
+
+
+MASTER = """
+def test_master(warren_analyzer):
+    assert warren_analyzer.master == "local[1]"
+    assert warren_analyzer._session is None  # Spark starts on first analysis only
+"""
+
+
+def test_the_spark_master_option_reaches_the_session_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_master=MASTER)
+    result = pytester.runpytest_subprocess("--warren-spark-master", "local[1]",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
