@@ -46,6 +46,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]]
     "list_users": ("list_users", lambda a: ()),
     "list_permissions": ("list_permissions", lambda a: (a.vhost,)),
     "list_channels": ("list_channels", lambda a: ()),
+    "set_vhost_limits": ("set_vhost_limits", lambda a: (a.vhost, a.definition)),
+    "clear_vhost_limits": ("clear_vhost_limits", lambda a: (a.vhost,)),
+    "list_vhost_limits": ("list_vhost_limits", lambda a: (a.vhost, a.all_vhosts)),
+    "set_user_limits": ("set_user_limits", lambda a: (a.username, a.definition)),
+    "clear_user_limits": ("clear_user_limits", lambda a: (a.username, a.limit_type)),
+    "list_user_limits": ("list_user_limits", lambda a: (a.user, a.all_users)),
     "quorum_status": ("quorum_status", _q),
     "add_member": ("add_member", lambda a: (*_q(a), a.member_node)),
     "delete_member": ("delete_member", lambda a: (*_q(a), a.member_node)),
@@ -133,6 +139,7 @@ def add_parser(sub: Any) -> None:
     sp.add_argument("--priority", type=int, default=0)
     sp.add_argument("--apply-to", default="all")
     cmds.add_parser("clear_policy").add_argument("name")
+    _add_limit_parsers(cmds)
     cmds.add_parser("set_vm_memory_high_watermark").add_argument("value", type=float)
     cmds.add_parser("set_disk_free_limit").add_argument("value", type=int)
     cmds.add_parser("crash_channel").add_argument("pid")
@@ -146,6 +153,30 @@ def add_parser(sub: Any) -> None:
     cmds.add_parser("set_disk_delay", help="fault injection: a slow WAL sync").add_argument(
         "ms", type=_non_negative, help="milliseconds before each WAL fdatasync (0 clears)")
     ctl.set_defaults(func=run)
+
+
+def _add_limit_parsers(cmds: Any) -> None:
+    """rabbitmqctl's limit commands; `-p` may also follow the command name, as there."""
+    def vhost_flag(p: Any) -> Any:
+        p.add_argument("--vhost", "-p", default=argparse.SUPPRESS)
+        return p
+
+    vhost_flag(cmds.add_parser("set_vhost_limits")).add_argument(
+        "definition", help="limit definitions, a JSON document")
+    vhost_flag(cmds.add_parser("clear_vhost_limits"))
+    vhost_flag(cmds.add_parser("list_vhost_limits")).add_argument(
+        "--global", dest="all_vhosts", action="store_true",
+        help="the limits of every vhost")
+    su = cmds.add_parser("set_user_limits")
+    su.add_argument("username")
+    su.add_argument("definition", help="limit definitions, a JSON document")
+    cu = cmds.add_parser("clear_user_limits")
+    cu.add_argument("username")
+    cu.add_argument("limit_type", help="max-connections, max-channels or all")
+    lu = cmds.add_parser("list_user_limits")
+    lu.add_argument("--user", default="guest")
+    lu.add_argument("--global", dest="all_users", action="store_true",
+                    help="the limits of every user")
 
 
 def _fmt(value: Any) -> str:

@@ -522,3 +522,84 @@ def set_disk_delay(ms: int) -> str:
 def wal_status() -> dict[str, Any]:
     """The WAL's sync delay and how many batch syncs it did, with and without delay."""
     return {"node": actors.node(), **_call(_disk_wal(), "sync_stats", WAL_CALL_TIMEOUT)}
+
+
+# ------------------------------------------------------------------- limits
+#
+# rabbitmqctl's `set_vhost_limits` / `set_user_limits` send the definition as
+# JSON text and the node parses and validates it (`rabbit_vhost_limit:parse_set`,
+# `rabbit_auth_backend_internal:set_user_limits`), so the errors are the node's.
+
+
+def _limits_json(text: str) -> Any:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CtlError(f"Could not parse JSON document: {exc}")
+
+
+def set_vhost_limits(vhost: str, definition: str) -> str:
+    """`rabbitmqctl set_vhost_limits [-p vhost] <definition>`: replaces the vhost's limits."""
+    from channel.limits import VHOST_LIMITS, validate_limits
+
+    _vhost_known(vhost)
+    limits = _limits_json(definition)
+    errors = validate_limits(limits, VHOST_LIMITS, "limits")
+    if errors:
+        raise CtlError("Validation failed\n\n" + "\n".join(errors))
+    broker_of().metadata.command(("set_vhost_limits", vhost, limits))
+    return "ok"
+
+
+def clear_vhost_limits(vhost: str) -> str:
+    if broker_of().metadata.command(("clear_vhost_limits", vhost)) != "ok":
+        raise CtlError("Parameter does not exist")
+    return "ok"
+
+
+def _json_text(limits: Any) -> str:
+    import json
+
+    return json.dumps(dict(limits), separators=(",", ":"), sort_keys=True)
+
+
+def list_vhost_limits(vhost: str = "/", global_: bool = False) -> Any:
+    """The vhost's limits as JSON text (nothing when none), or with `--global` a row
+    per vhost that has limits."""
+    limits = broker_of().view.state.vhost_limits
+    if global_:
+        return [{"vhost": vh, "limits": _json_text(lim)} for vh, lim in sorted(limits.items())]
+    return _json_text(limits[vhost]) if vhost in limits else []
+
+
+def set_user_limits(name: str, definition: str) -> str:
+    """`rabbitmqctl set_user_limits <user> <definition>`: merged into the user's limits."""
+    from channel.limits import USER_LIMITS, validate_limits
+
+    limits = _limits_json(definition)
+    errors = validate_limits(limits, USER_LIMITS, "user-limits")
+    if errors:
+        raise CtlError(errors[0])
+    return _metadata_reply(broker_of().metadata.command(("set_user_limits", name, limits)),
+                           name)
+
+
+def clear_user_limits(name: str, limit_type: str) -> str:
+    """`rabbitmqctl clear_user_limits <user> <limit_type> | all`."""
+    reply = broker_of().metadata.command(("clear_user_limits", name, limit_type))
+    return _metadata_reply(reply, name)
+
+
+def list_user_limits(name: str = "guest", global_: bool = False) -> Any:
+    """The user's limits as JSON text (`{}` when none), or with `--global` a row per
+    user that has limits."""
+    users = broker_of().view.state.users
+    if global_:
+        return [{"user": u.name, "limits": _json_text(u.limits)}
+                for _n, u in sorted(users.items()) if u.limits]
+    user = users.get(name)
+    if user is None:
+        raise CtlError(f'User "{name}" does not exist')
+    return _json_text(user.limits)

@@ -1,5 +1,5 @@
 """The metadata store as a Ra machine: vhosts, users, exchanges, bindings,
-queues and policies of the whole cluster.
+queues, policies and vhost / user limits of the whole cluster.
 
 RabbitMQ 4 keeps this in Khepri, a Ra cluster with one member per node; every
 change is a replicated command, so every node sees the same exchanges, queues
@@ -54,6 +54,8 @@ class MetadataState:
     topology: Topology = field(default_factory=Topology)
     queues: Mapping[QueueKey, QueueRecord] = field(default_factory=dict)
     policies: Mapping[QueueKey, Policy] = field(default_factory=dict)
+    vhost_limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """vhost -> its `vhost-limits` definition (`max-connections`, `max-queues`)."""
 
 
 def initial_state() -> MetadataState:
@@ -134,6 +136,23 @@ class MetadataMachine:
                 perms = {k: v for k, v in (user.permissions if user else {}).items()
                          if k != vhost}
                 return self._update_user(s, name, permissions=perms)
+            case ("set_user_limits", name, limits):
+                user = s.users.get(name)  # merged into the user's limits, as RabbitMQ does
+                merged = {**(user.limits if user else {}), **limits}
+                return self._update_user(s, name, limits=merged)
+            case ("clear_user_limits", name, limit_type):
+                user = s.users.get(name)
+                kept = {} if limit_type == "all" else {
+                    k: v for k, v in (user.limits if user else {}).items() if k != limit_type}
+                return self._update_user(s, name, limits=kept)
+            case ("set_vhost_limits", vhost, limits):
+                self._vhost(s, vhost)  # the definition replaces the vhost's previous one
+                return replace(s, vhost_limits={**s.vhost_limits, vhost: dict(limits)}), "ok", []
+            case ("clear_vhost_limits", vhost):
+                if vhost not in s.vhost_limits:
+                    return s, ("error", "not_found"), []
+                kept_vhosts = {k: v for k, v in s.vhost_limits.items() if k != vhost}
+                return replace(s, vhost_limits=kept_vhosts), "ok", []
             case ("delete_user", name):
                 if name not in s.users:
                     return s, ("error", "no_such_user"), []

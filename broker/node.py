@@ -30,6 +30,7 @@ from actors.gen_server import GenServer
 from broker.alarms import ALARM_SERVER, AlarmServer
 from broker.config import NodeConfig
 from broker.formation import form_or_join
+from broker.limits import ReplicatedVhostLimits, peer_counter
 from broker.metadata import CLUSTER_NAME, PROJECTION
 from broker.registry import MetadataRegistry
 from broker.store import Metadata, MetadataView, ProjectionServer
@@ -209,7 +210,9 @@ class BrokerNode:
         self._wire_dead_lettering()
         amqp = Config(**config.amqp)
         self.ctx = BrokerContext(node, self.backend, amqp, topology=self.topology,
-                                 users=ReplicatedUsers(self.metadata))
+                                 users=ReplicatedUsers(self.metadata),
+                                 vhost_limits=ReplicatedVhostLimits(self.metadata))
+        self.ctx.peer_count = peer_counter(self)
         self.sup: Any = None
 
     def _wire_dead_lettering(self) -> None:

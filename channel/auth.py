@@ -3,7 +3,8 @@
 RabbitMQ's default user `guest` may only log in from a loopback address; a
 refused login looks the same to the client whatever the cause, so the reader
 only needs to know "refused" and which mechanism was used. A user carries its
-tags and its permissions per vhost (`channel.permissions`); `Users.lookup` is
+tags, its permissions per vhost (`channel.permissions`) and its connection
+and channel limits (`channel.limits`); `Users.lookup` is
 the one read path, so a broker can serve the table from its metadata store.
 A running connection re-authenticates with `connection.update-secret`
 (`reauthenticate`).
@@ -46,6 +47,8 @@ class User:
     permissions: Mapping[str, Permission] = field(default_factory=dict)
     """vhost -> permission; a vhost without an entry cannot be opened."""
     tags: tuple[str, ...] = ()
+    limits: Mapping[str, int] = field(default_factory=dict)
+    """`max-connections` / `max-channels` (`channel.limits`); absent means no limit."""
 
 
 def default_user() -> User:

@@ -2,12 +2,14 @@
 
 Defaults are RabbitMQ's (spec channel.md §13). `BrokerContext` bundles the
 node-wide services a reader and its channels use: users, vhosts, the exchange
-topology, the queue backend and the alarm hub. The broker assembles one per
-node; tests build their own.
+topology, the queue backend, the alarm hub, and what the limits of
+`channel.limits` need (vhost limits, the live readers, the peers' counts).
+The broker assembles one per node; tests build their own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +19,7 @@ from channel.auth import Users
 from channel.backend import QueueBackend
 from channel.credit_flow import DEFAULT_CREDIT, validate_credit
 from channel.exchange import Topology
+from channel.limits import PeerCount, VhostLimits, check_queue_limits
 
 __all__ = ["BrokerContext", "Config"]
 
@@ -37,9 +40,25 @@ class Config:
     """4.0-4.2 default: the deprecated feature `global_qos` is permitted."""
     cluster_name: str = "warren"
     server_properties: dict[str, Any] = field(default_factory=dict)
+    connection_max: int | None = None
+    """Connections per node (`connection_max`); None (or "infinity") is no limit."""
+    channel_max_per_node: int | None = None
+    """Channels per node, a positive integer or None (infinity)."""
+    cluster_queue_limit: int | None = None
+    """Queues in the cluster, a positive integer or None (infinity)."""
 
     def __post_init__(self) -> None:
         validate_credit(self.credit_flow_default_credit)
+        for key, minimum in (("connection_max", None), ("channel_max_per_node", 1),
+                             ("cluster_queue_limit", 1)):
+            value = getattr(self, key)
+            if value == "infinity":
+                setattr(self, key, value := None)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or (minimum is not None and value < minimum)):
+                raise ValueError(f"{key} should be "
+                                 + ("an integer" if minimum is None else "positive integer")
+                                 + f" or 'infinity', got {value!r}")
 
 
 @dataclass
@@ -49,10 +68,24 @@ class BrokerContext:
     config: Config = field(default_factory=Config)
     users: Users = field(default_factory=Users.default)
     topology: Topology = field(default_factory=Topology)
+    vhost_limits: VhostLimits = field(default_factory=VhostLimits)
+    peer_count: PeerCount | None = None
+    """Counts of the other nodes of the cluster (`channel.limits`); None: a lone node."""
+    readers: dict[Any, Any] = field(default_factory=dict)
+    """The node's live readers (the listener's), which the limits count."""
     alarm: Alarm = field(init=False)
 
     def __post_init__(self) -> None:
         self.alarm = Alarm(self.node)
+        if hasattr(self.backend, "queue_limits"):
+            self.backend.queue_limits = self.check_queue_limits
+
+    def check_queue_limits(self, vhost: str, name: str, count: Callable[[str | None], int],
+                           ) -> None:
+        """Step 10 of queue.declare, called by the backend for a queue it is about to
+        create, with its own queue count."""
+        check_queue_limits(name, vhost, self.vhost_limits.get(vhost),
+                           self.config.cluster_queue_limit, count)
 
     @property
     def vhosts(self) -> set[str]:

@@ -34,7 +34,7 @@ STOP_TIMEOUT_S = 30.0
 class Listener:
     def __init__(self, ctx: BrokerContext, host: str = "127.0.0.1", port: int = 5672) -> None:
         self.ctx = ctx
-        self.readers: dict[Any, Reader] = {}
+        self.readers: dict[Any, Reader] = ctx.readers  # the node's, counted by the limits
         self.connections_sup: Any = None
         self._owner: Any = None
         self._stopped: AsyncResult = AsyncResult()

@@ -43,6 +43,7 @@ from channel.backend import (
 )
 from channel.consumer_args import check_consume_arguments, consumer_priority
 from channel.errors import AmqpError, erlang_term, rs
+from channel.limits import QueueLimits
 from channel.qq_message import QqMessage
 from channel.queue_args import (
     Declared,
@@ -85,6 +86,25 @@ class QuorumBackend:
         self.sessions: dict[Any, QuorumSession] = {}
         #: leaders being written to the registry, by (vhost, queue)
         self._recording: dict[tuple[str, str], Any] = {}
+        self._queue_limits: QueueLimits | None = None
+
+    @property
+    def queue_limits(self) -> QueueLimits | None:
+        """`BrokerContext.check_queue_limits`, asked before a queue is created; the
+        classic backend asks it too, counting the queues of both."""
+        return self._queue_limits
+
+    @queue_limits.setter
+    def queue_limits(self, hook: QueueLimits | None) -> None:
+        self._queue_limits = hook
+        if self.classic is not None and hasattr(self.classic, "queue_limits"):
+            self.classic.queue_limits = None if hook is None else (
+                lambda vhost, name, _count: hook(vhost, name, self.queue_count))
+
+    def queue_count(self, vhost: str | None = None) -> int:
+        count = len(self.registry.list(vhost))
+        classic_count = getattr(self.classic, "queue_count", None)
+        return count + (classic_count(vhost) if classic_count is not None else 0)
 
     def session(self, channel: Any, vhost: str, owner: Any, user: str) -> QuorumSession:
         classic = None if self.classic is None else self.classic.session(channel, vhost, owner,
@@ -219,6 +239,8 @@ class QuorumSession:
         if record is not None:
             return self._existing(record, durable and not exclusive, exclusive, auto_delete, args)
         validate_quorum_args(name, self.vhost, args)
+        if self.b.queue_limits is not None:
+            self.b.queue_limits(self.vhost, name, self.b.queue_count)
         check_declare_properties(name, self.vhost, durable=durable, exclusive=exclusive,
                                  auto_delete=auto_delete)
         outcome, record = self.b.registry.declare(self.vhost, name, durable=durable,

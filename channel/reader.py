@@ -22,6 +22,7 @@ listener stop) becomes a `320 CONNECTION_FORCED` close before it exits.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ from pamqp import commands as C
 
 import actors
 from actors import trace
-from channel import connection_sup, queue_collector
+from channel import connection_sup, limits, queue_collector
 from channel.assembler import Assembler, Command, has_content
 from channel.auth import MECHANISMS, LoginRefused, User, check_login, reauthenticate
 from channel.channel import ConnectionInfo
@@ -363,6 +364,12 @@ class Reader:
                 f"number of channels opened ({len(self.channels)}) has reached the "
                 f"negotiated channel_max ({self.channel_max})")
         assert self.user is not None
+        refusal = limits.channel_refusal(
+            user=self.user.name, user_limits=self.user_limits(),
+            channel_max_per_node=self.cfg.channel_max_per_node, node=self.node.name,
+            readers=self.ctx.readers.values(), peer_count=self.ctx.peer_count)
+        if refusal is not None:
+            raise refusal
         conn = ConnectionInfo(self.user.name, self.vhost, self.me, dict(self.capabilities))
         started = connection_sup.start_channel(self.channel_sup_sup, self.ctx, number, self.me,
                                                self.wire, conn)
@@ -512,13 +519,26 @@ class Reader:
             self.hb_monitor = started[1]
         self.state = "opening"
 
+    def user_limits(self) -> Mapping[str, Any]:
+        """The user's limits as they are now (they may change after login)."""
+        assert self.user is not None
+        user = self.ctx.users.lookup(self.user.name)
+        return {} if user is None else user.limits
+
     def open(self, m: Any) -> None:
         assert self.user is not None
         vhost = m.virtual_host
-        if vhost not in self.ctx.vhosts or vhost not in self.user.permissions:
+        error = limits.connection_refusal(
+            connection_max=self.cfg.connection_max, active_connections=len(self.ctx.readers),
+            vhost=vhost, vhost_limits=self.ctx.vhost_limits.get(vhost), user=self.user.name,
+            user_limits=self.user_limits(), readers=self.ctx.readers.values(),
+            peer_count=self.ctx.peer_count)
+        if error is None and (vhost not in self.ctx.vhosts
+                              or vhost not in self.user.permissions):
             error = AmqpError("NOT_ALLOWED",
                               f"access to vhost '{vhost}' refused for user '{self.user.name}'",
                               (10, 40))
+        if error is not None:
             self.send_close(error)
             self.state = "closed"
             actors.send_after(self.cfg.closing_timeout_ms, self.me, ("close_timeout",))

@@ -36,6 +36,7 @@ from channel.backend import (
 )
 from channel.consumer_args import check_consume_arguments
 from channel.errors import AmqpError, rs
+from channel.limits import QueueLimits
 from channel.queue_args import Declared, check_equivalence
 
 __all__ = ["MemoryBackend", "MemoryQueue", "MemorySession"]
@@ -76,7 +77,15 @@ class MemoryBackend:
         self.node = node
         self.queues: dict[tuple[str, str], MemoryQueue] = {}
         self.on_deleted = on_deleted
+        #: `BrokerContext.check_queue_limits`, asked before a queue is created
+        self.queue_limits: QueueLimits | None = None
         self._ids = itertools.count(1)
+
+    def queue_count(self, vhost: str | None = None) -> int:
+        """Queues of `vhost` (all queues for None), as the queue limits count them."""
+        if vhost is None:
+            return len(self.queues)
+        return sum(1 for vh, _name in self.queues if vh == vhost)
 
     # -------------------------------------------------------- QueueBackend
 
@@ -214,6 +223,8 @@ class MemorySession:
             raise AmqpError(
                 "ACCESS_REFUSED", f"queue name '{name}' contains reserved prefix 'amq.*'"
             )
+        if self.b.queue_limits is not None:
+            self.b.queue_limits(self.vhost, name, self.b.queue_count)
         q = MemoryQueue(self.vhost, name, durable and not exclusive, auto_delete,
                         self.owner if exclusive else None, dict(arguments))
         self.b.queues[(self.vhost, name)] = q
