@@ -38,6 +38,7 @@ from channel.backend import (
 )
 from channel.config import BrokerContext
 from channel.confirms import Unconfirmed, coalesce
+from channel.consumer_timeout import timed_out
 from channel.credit_flow import CreditFlow, Grant
 from channel.errors import AmqpError, Atom, erlang_term, rs
 from channel.exchange import EXCHANGE_TYPES
@@ -136,6 +137,7 @@ class ChannelProcess:
         self.session = ctx.backend.session(self.me, self.vhost, conn.owner, conn.user)
         self.access = Access(ctx.users, conn.user, self.vhost)
         self.stopped = False
+        self._arm_tick()
         self.handlers: dict[str, Callable[[Any, Content | None], None]] = {
             "Channel.Flow": self.channel_flow,
             "Access.Request": self.access_request,
@@ -180,7 +182,7 @@ class ChannelProcess:
 
     def _is_queue_event(self, msg: Any) -> bool:
         return not (isinstance(msg, tuple) and msg and msg[0] in (
-            "method", "ready_for_close", "shutdown", "crash", "info", "bump_credit"))
+            "method", "ready_for_close", "shutdown", "crash", "info", "bump_credit", "tick"))
 
     def handle(self, msg: Any) -> bool:
         """Handle one mailbox message; True when it was a queue event."""
@@ -208,6 +210,9 @@ class ChannelProcess:
         if kind == "bump_credit":
             self._send_grants(self.credit.handle_bump_msg(msg[1]))
             return False
+        if kind == "tick":
+            self.tick()
+            return False
         actions = self.session.handle_event(msg)
         if actions is None:
             log.debug("channel %s: unexpected message %r", self.number, msg)
@@ -217,6 +222,26 @@ class ChannelProcess:
 
     def stop(self) -> None:
         self.stopped = True
+
+    def _arm_tick(self) -> None:
+        actors.send_after(self.cfg.channel_tick_interval, self.me, ("tick",))
+
+    def tick(self) -> None:
+        """`handle_info(tick)`: the consumer timeout of the oldest unacked delivery."""
+        self._arm_tick()
+        oldest = self.unacked.oldest()
+        if oldest is None or self.state == "closing":
+            return
+        timeout_of = getattr(self.session, "consumer_timeout", None)
+        timeout = (timeout_of(oldest.queue, self.cfg.consumer_timeout) if timeout_of is not None
+                   else self.cfg.consumer_timeout)
+        error = timed_out(self.number, oldest.delivered_at, self.clock.monotonic_ms(), timeout)
+        if error is not None:
+            log.warning("consumer '%s' on channel %s and %s has timed out waiting for a consumer "
+                        "acknowledgement of a delivery with delivery tag = %s. Timeout used: "
+                        "%s ms", oldest.consumer_tag, self.number,
+                        rs("queue", oldest.queue, self.vhost), oldest.tag, timeout)
+            self.raise_error(error)
 
     def info(self) -> dict[str, Any]:
         now = self.clock.monotonic_ms() * 1000
@@ -562,7 +587,7 @@ class ChannelProcess:
                           exchange=d.message.exchange, routing_key=d.message.routing_key,
                           message_count=got.message_count), d.message.content)
         if not m.no_ack:
-            self.unacked.add(Pending(tag, tag, queue, d.msg_id))
+            self.unacked.add(Pending(tag, tag, queue, d.msg_id, self.clock.monotonic_ms()))
 
     def _settle(self, op: str, records: list[Pending]) -> None:
         if trace.enabled():
@@ -689,6 +714,7 @@ class ChannelProcess:
                 ids = [d.msg_id for d in action.deliveries]
                 self.handle_actions(self.session.settle(action.queue, "requeue", tag, ids))
             return
+        now_ms = self.clock.monotonic_ms()
         for d in action.deliveries:
             dtag = self.next_tag
             self.next_tag += 1
@@ -696,7 +722,7 @@ class ChannelProcess:
                               redelivered=d.redelivered, exchange=d.message.exchange,
                               routing_key=d.message.routing_key), d.message.content)
             if action.ack_required:
-                self.unacked.add(Pending(dtag, tag, action.queue, d.msg_id))
+                self.unacked.add(Pending(dtag, tag, action.queue, d.msg_id, now_ms))
             if trace.enabled():
                 trace.emit("deliver_out", channel=self.me, consumer_tag=tag, delivery_tag=dtag,
                            queue=action.queue)

@@ -17,6 +17,7 @@ from actors import Node
 from channel.alarm import Alarm
 from channel.auth import Users
 from channel.backend import QueueBackend
+from channel.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS, DEFAULT_TICK_INTERVAL_MS
 from channel.credit_flow import DEFAULT_CREDIT, validate_credit
 from channel.exchange import Topology
 from channel.limits import PeerCount, VhostLimits, check_queue_limits
@@ -46,6 +47,10 @@ class Config:
     """Channels per node, a positive integer or None (infinity)."""
     cluster_queue_limit: int | None = None
     """Queues in the cluster, a positive integer or None (infinity)."""
+    consumer_timeout: int | None = DEFAULT_CONSUMER_TIMEOUT_MS
+    """Milliseconds an unacked delivery may wait (`channel.consumer_timeout`); None: off."""
+    channel_tick_interval: int = DEFAULT_TICK_INTERVAL_MS
+    """How often a channel checks its oldest unacked delivery."""
 
     def __post_init__(self) -> None:
         validate_credit(self.credit_flow_default_credit)

@@ -42,6 +42,7 @@ from channel.backend import (
     Unblock,
 )
 from channel.consumer_args import check_consume_arguments, consumer_priority
+from channel.consumer_timeout import queue_timeout
 from channel.errors import AmqpError, erlang_term, rs
 from channel.limits import QueueLimits
 from channel.qq_message import QqMessage
@@ -172,6 +173,15 @@ class QuorumSession:
 
     def _where(self, name: str) -> str:
         return rs("queue", name, self.vhost)
+
+    def consumer_timeout(self, name: str, node_default: int | None) -> int | None:
+        """The queue's consumer timeout (argument and policy), else the node's."""
+        record = self._record(name)
+        if record is None:
+            return self.classic.consumer_timeout(name, node_default) if (
+                self.classic is not None and hasattr(self.classic, "consumer_timeout")
+            ) else node_default
+        return queue_timeout(record.arguments, record.policy, node_default)
 
     def _not_found(self, name: str) -> AmqpError:
         return AmqpError("NOT_FOUND", f"no {self._where(name)}")

@@ -35,6 +35,7 @@ from channel.backend import (
     Unblock,
 )
 from channel.consumer_args import check_consume_arguments
+from channel.consumer_timeout import queue_timeout
 from channel.errors import AmqpError, rs
 from channel.limits import QueueLimits
 from channel.queue_args import Declared, check_equivalence
@@ -176,6 +177,10 @@ class MemorySession:
 
     def _where(self, name: str) -> str:
         return rs("queue", name, self.vhost)
+
+    def consumer_timeout(self, name: str, node_default: int | None) -> int | None:
+        q = self._q(name)
+        return node_default if q is None else queue_timeout(q.arguments, {}, node_default)
 
     def check_access(self, name: str) -> None:
         q = self._q(name)

@@ -21,6 +21,8 @@ class Pending:
     consumer_tag: str | int
     queue: str
     msg_id: object
+    delivered_at: int | None = None
+    """Monotonic milliseconds of the delivery (the consumer timeout's clock)."""
 
 
 @dataclass
@@ -54,6 +56,9 @@ class Unacked:
         """Put records back (tx.rollback), keeping delivery-tag order."""
         merged = {**{r.tag: r for r in records}, **self.records}
         self.records = dict(sorted(merged.items()))
+
+    def oldest(self) -> Pending | None:
+        return next(iter(self.records.values()), None)
 
     def __len__(self) -> int:
         return len(self.records)

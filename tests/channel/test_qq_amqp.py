@@ -515,3 +515,28 @@ def test_consumer_arguments_are_checked_for_the_queue_type(
                 conn.process_data_events(0.05)
         return closed_with(consume)
     assert client(work) == "406 PRECONDITION_FAILED - " + text
+
+
+def test_a_quorum_queues_consumer_timeout_argument_closes_a_slow_consumers_channel(
+    qq: QqCluster, conn: pika.BlockingConnection,
+) -> None:
+    qq.ctx.config.channel_tick_interval = 50
+    qq.ctx.config.consumer_timeout = None  # off on the node: the queue's own value applies
+    reasons: list[Any] = []
+
+    def run() -> None:
+        ch = conn.channel()
+        ch.queue_declare("qct", durable=True, arguments={**QQ, "x-consumer-timeout": 200})
+        ch.confirm_delivery()
+        ch.basic_publish("", "qct", b"m")
+        ch._impl.add_on_close_callback(lambda _ch, reason: reasons.append(reason))
+        ch.basic_consume("qct", lambda *a: None)
+        for _ in range(100):
+            if not ch.is_open:
+                break
+            conn.process_data_events(time_limit=0.05)
+
+    client(run)
+    assert [(r.reply_code, r.reply_text.split(". This")[0]) for r in reasons] == [
+        (406, "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. "
+              "Timeout value used: 200 ms")]
