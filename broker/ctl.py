@@ -46,6 +46,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]]
     "list_users": ("list_users", lambda a: ()),
     "list_permissions": ("list_permissions", lambda a: (a.vhost,)),
     "list_channels": ("list_channels", lambda a: ()),
+    "set_topic_permissions": ("set_topic_permissions", lambda a: (
+        a.vhost, a.username, a.exchange, a.write, a.read)),
+    "clear_topic_permissions": ("clear_topic_permissions", lambda a: (
+        a.vhost, a.username, a.exchange)),
+    "list_topic_permissions": ("list_topic_permissions", lambda a: (a.vhost,)),
+    "list_user_topic_permissions": ("list_user_topic_permissions", lambda a: (a.username,)),
     "set_vhost_limits": ("set_vhost_limits", lambda a: (a.vhost, a.definition)),
     "clear_vhost_limits": ("clear_vhost_limits", lambda a: (a.vhost,)),
     "list_vhost_limits": ("list_vhost_limits", lambda a: (a.vhost, a.all_vhosts)),
@@ -140,6 +146,7 @@ def add_parser(sub: Any) -> None:
     sp.add_argument("--apply-to", default="all")
     cmds.add_parser("clear_policy").add_argument("name")
     _add_limit_parsers(cmds)
+    _add_topic_permission_parsers(cmds)
     cmds.add_parser("set_vm_memory_high_watermark").add_argument("value", type=float)
     cmds.add_parser("set_disk_free_limit").add_argument("value", type=int)
     cmds.add_parser("crash_channel").add_argument("pid")
@@ -155,11 +162,26 @@ def add_parser(sub: Any) -> None:
     ctl.set_defaults(func=run)
 
 
+def _vhost_flag(p: Any) -> Any:
+    """`-p` may also follow the command name, as with rabbitmqctl."""
+    p.add_argument("--vhost", "-p", default=argparse.SUPPRESS)
+    return p
+
+
+def _add_topic_permission_parsers(cmds: Any) -> None:
+    st = _vhost_flag(cmds.add_parser("set_topic_permissions"))
+    for arg in ("username", "exchange", "write", "read"):
+        st.add_argument(arg)
+    ct = _vhost_flag(cmds.add_parser("clear_topic_permissions"))
+    ct.add_argument("username")
+    ct.add_argument("exchange", nargs="?", default=None)
+    _vhost_flag(cmds.add_parser("list_topic_permissions"))
+    cmds.add_parser("list_user_topic_permissions").add_argument("username")
+
+
 def _add_limit_parsers(cmds: Any) -> None:
-    """rabbitmqctl's limit commands; `-p` may also follow the command name, as there."""
-    def vhost_flag(p: Any) -> Any:
-        p.add_argument("--vhost", "-p", default=argparse.SUPPRESS)
-        return p
+    """rabbitmqctl's limit commands."""
+    vhost_flag = _vhost_flag
 
     vhost_flag(cmds.add_parser("set_vhost_limits")).add_argument(
         "definition", help="limit definitions, a JSON document")

@@ -354,6 +354,54 @@ def list_permissions(vhost: str = "/") -> list[dict[str, Any]]:
             if (p := u.permissions.get(vhost)) is not None]
 
 
+# --------------------------------------------------------- topic permissions
+#
+# `rabbit_auth_backend_internal:set_topic_permissions` and friends: checked in
+# RabbitMQ's order (the expressions, then the user, then the vhost); clearing
+# never fails; the listings have `rabbitmqctl`'s columns.
+
+
+def set_topic_permissions(vhost: str, name: str, exchange: str, write: str, read: str) -> str:
+    """`rabbitmqctl set_topic_permissions [-p vhost] user exchange write read`."""
+    from channel.topic_permissions import TopicPermission, validate_pattern
+
+    for regexp in (write, read):
+        reason = validate_pattern(regexp)
+        if reason is not None:
+            raise CtlError(f'invalid regular expression "{regexp}": {reason}')
+    if name not in broker_of().view.state.users:
+        raise CtlError(f'User "{name}" does not exist')
+    _vhost_known(vhost)
+    reply = broker_of().metadata.command(
+        ("set_topic_permissions", name, vhost, exchange, TopicPermission(write, read)))
+    return _metadata_reply(reply, name)
+
+
+def clear_topic_permissions(vhost: str, name: str, exchange: str | None = None) -> str:
+    """`rabbitmqctl clear_topic_permissions [-p vhost] user [exchange]`."""
+    reply = broker_of().metadata.command(("clear_topic_permissions", name, vhost, exchange))
+    return _metadata_reply(reply, name)
+
+
+def list_topic_permissions(vhost: str = "/") -> list[dict[str, Any]]:
+    """Of one vhost: user, exchange, write, read."""
+    _vhost_known(vhost)
+    users = broker_of().view.state.users
+    return [{"user": u.name, "exchange": x, "write": p.write, "read": p.read}
+            for _n, u in sorted(users.items())
+            for x, p in sorted(u.topic_permissions.get(vhost, {}).items())]
+
+
+def list_user_topic_permissions(name: str) -> list[dict[str, Any]]:
+    """Of one user: vhost, exchange, write, read."""
+    user = broker_of().view.state.users.get(name)
+    if user is None:
+        raise CtlError(f'User "{name}" does not exist')
+    return [{"vhost": vh, "exchange": x, "write": p.write, "read": p.read}
+            for vh, per in sorted(user.topic_permissions.items())
+            for x, p in sorted(per.items())]
+
+
 # -------------------------------------------------------- connections, hooks
 
 

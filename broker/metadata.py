@@ -1,5 +1,6 @@
-"""The metadata store as a Ra machine: vhosts, users, exchanges, bindings,
-queues, policies and vhost / user limits of the whole cluster.
+"""The metadata store as a Ra machine: vhosts, users (with their permissions
+and topic permissions), exchanges, bindings, queues, policies and vhost /
+user limits of the whole cluster.
 
 RabbitMQ 4 keeps this in Khepri, a Ra cluster with one member per node; every
 change is a replicated command, so every node sees the same exchanges, queues
@@ -29,6 +30,7 @@ from channel.errors import AmqpError
 from channel.exchange import Topology, _VHost
 from channel.permissions import Permission
 from channel.queue_registry import QueueRecord
+from channel.topic_permissions import TopicPermission
 
 __all__ = [
     "CLUSTER_NAME",
@@ -136,6 +138,16 @@ class MetadataMachine:
                 perms = {k: v for k, v in (user.permissions if user else {}).items()
                          if k != vhost}
                 return self._update_user(s, name, permissions=perms)
+            case ("set_topic_permissions", name, vhost, exchange, TopicPermission() as perm):
+                user = s.users.get(name)  # the user is checked before the vhost
+                if user is None:
+                    return s, ("error", "no_such_user"), []
+                self._vhost(s, vhost)
+                per_vhost = {**user.topic_permissions.get(vhost, {}), exchange: perm}
+                topic = {**user.topic_permissions, vhost: per_vhost}
+                return self._update_user(s, name, topic_permissions=topic)
+            case ("clear_topic_permissions", name, vhost, exchange):
+                return self._clear_topic_permissions(s, name, vhost, exchange)
             case ("set_user_limits", name, limits):
                 user = s.users.get(name)  # merged into the user's limits, as RabbitMQ does
                 merged = {**(user.limits if user else {}), **limits}
@@ -227,6 +239,21 @@ class MetadataMachine:
         if user is None:
             return s, ("error", "no_such_user"), []
         return replace(s, users={**s.users, name: replace(user, **changes)}), "ok", []
+
+    @classmethod
+    def _clear_topic_permissions(cls, s: MetadataState, name: str, vhost: str,
+                                 exchange: str | None) -> tuple[MetadataState, Any, list[Any]]:
+        """Those of one exchange, or (`exchange` None) all of the vhost's; like
+        RabbitMQ, clearing what is not there (even for an unknown user) is ok."""
+        user = s.users.get(name)
+        if user is None or vhost not in user.topic_permissions:
+            return s, "ok", []
+        kept = {} if exchange is None else {
+            x: p for x, p in user.topic_permissions[vhost].items() if x != exchange}
+        topic = {vh: per for vh, per in user.topic_permissions.items() if vh != vhost}
+        if kept:
+            topic[vhost] = kept
+        return cls._update_user(s, name, topic_permissions=topic)
 
     @staticmethod
     def _update_queue(s: MetadataState, key: QueueKey,

@@ -3,8 +3,9 @@
 RabbitMQ's default user `guest` may only log in from a loopback address; a
 refused login looks the same to the client whatever the cause, so the reader
 only needs to know "refused" and which mechanism was used. A user carries its
-tags, its permissions per vhost (`channel.permissions`) and its connection
-and channel limits (`channel.limits`); `Users.lookup` is
+tags, its permissions per vhost (`channel.permissions`), its topic
+permissions per vhost and exchange (`channel.topic_permissions`) and its
+connection and channel limits (`channel.limits`); `Users.lookup` is
 the one read path, so a broker can serve the table from its metadata store.
 A running connection re-authenticates with `connection.update-secret`
 (`reauthenticate`).
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from channel.errors import AmqpError
 from channel.framing import decode_table
 from channel.permissions import ALL, Permission
+from channel.topic_permissions import TopicPermission
 
 __all__ = [
     "MECHANISMS",
@@ -49,6 +51,9 @@ class User:
     tags: tuple[str, ...] = ()
     limits: Mapping[str, int] = field(default_factory=dict)
     """`max-connections` / `max-channels` (`channel.limits`); absent means no limit."""
+    topic_permissions: Mapping[str, Mapping[str, TopicPermission]] = field(default_factory=dict)
+    """vhost -> exchange -> write / read expressions; an exchange without one is
+    not restricted (`channel.topic_permissions`)."""
 
 
 def default_user() -> User:

@@ -380,22 +380,26 @@ class ChannelProcess:
     def _exchange_exists(self, name: str) -> bool:
         return self.ctx.topology.lookup(self.vhost, name) is not None
 
-    def _binding_access(self, source: str, kind: str, destination: str) -> None:
+    def _binding_access(self, source: str, kind: str, destination: str, key: str) -> None:
         """Write on the destination, then (past the default-exchange check) read on the
-        source (`binding_action_with_checks`)."""
+        source and, for a topic exchange, on the binding key
+        (`binding_action_with_checks`)."""
         self.access.check(kind, destination, "write")
         if source and destination:
             self.access.check("exchange", source, "read")
+            self.access.check_topic(self.ctx.topology.lookup(self.vhost, source), [key], "read")
 
     def exchange_bind(self, m: Any, _c: Content | None) -> None:
-        self._binding_access(_strip(m.source), "exchange", _strip(m.destination))
+        self._binding_access(_strip(m.source), "exchange", _strip(m.destination),
+                             m.routing_key)
         self.ctx.topology.bind(self.vhost, _strip(m.source), "exchange", _strip(m.destination),
                                m.routing_key, m.arguments or {}, self.session.exists)
         if not m.nowait:
             self.write(Out.of(C.Exchange.BindOk))
 
     def exchange_unbind(self, m: Any, _c: Content | None) -> None:
-        self._binding_access(_strip(m.source), "exchange", _strip(m.destination))
+        self._binding_access(_strip(m.source), "exchange", _strip(m.destination),
+                             m.routing_key)
         self.ctx.topology.unbind(self.vhost, _strip(m.source), "exchange", _strip(m.destination),
                                  m.routing_key, m.arguments or {})
         if not m.nowait:
@@ -443,7 +447,7 @@ class ChannelProcess:
 
     def queue_bind(self, m: Any, _c: Content | None) -> None:
         queue, key = self._bind_names(m)
-        self._binding_access(_strip(m.exchange), "queue", queue)
+        self._binding_access(_strip(m.exchange), "queue", queue, key)
         self.ctx.topology.bind(self.vhost, _strip(m.exchange), "queue", queue, key,
                                m.arguments or {}, self.session.exists)
         self.session.check_access(queue)
@@ -452,7 +456,7 @@ class ChannelProcess:
 
     def queue_unbind(self, m: Any, _c: Content | None) -> None:
         queue, key = self._bind_names(m)
-        self._binding_access(_strip(m.exchange), "queue", queue)
+        self._binding_access(_strip(m.exchange), "queue", queue, key)
         self.ctx.topology.unbind(self.vhost, _strip(m.exchange), "queue", queue, key,
                                  m.arguments or {})
         self.write(Out.of(C.Queue.UnbindOk))
@@ -536,13 +540,14 @@ class ChannelProcess:
         if self.confirm_enabled or self.tx is not None:
             seqno = self.publish_seqno
             self.publish_seqno += 1
+        headers = props.headers
+        keys = routing_keys(m.routing_key, headers)
+        self.access.check_topic(x, keys, "write")
         if props.user_id is not None and props.user_id != self.conn.user:
             raise AmqpError(
                 "PRECONDITION_FAILED",
                 f"user_id property set to '{props.user_id}' but authenticated user was "
                 f"'{self.conn.user}'")
-        headers = props.headers
-        keys = routing_keys(m.routing_key, headers)
         if headers and "BCC" in headers:
             content = _without_bcc(content)
         targets = self.ctx.topology.route(self.vhost, xname, keys, headers)

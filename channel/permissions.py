@@ -8,16 +8,19 @@ allowed when the expression matches anywhere in it (an unanchored search, as
 refuses. The default exchange is checked under the name `amq.default`. The
 texts are `rabbit_access_control`'s, so a client sees exactly RabbitMQ's
 `403 ACCESS_REFUSED - write access to exchange 'x' in vhost '/' refused for
-user 'u'`.
+user 'u'`. Topic exchanges add per-routing-key checks
+(`channel.topic_permissions`), which `Access.check_topic` runs.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from channel.errors import AmqpError, rs
+from channel.topic_permissions import check_topic_access
 
 __all__ = ["ALL", "PERMS", "Access", "Permission", "check_resource_access"]
 
@@ -71,3 +74,12 @@ class Access:
             except AmqpError:
                 continue
         self.check(kind, name, "configure")
+
+    def check_topic(self, exchange: Any, routing_keys: Iterable[str], perm: str) -> None:
+        """`perm` ("write" / "read") for each routing key on `exchange` (an
+        `Exchange` or None); only topic exchanges are checked."""
+        if exchange is None or exchange.type != "topic":
+            return
+        user = self.users.lookup(self.username)
+        for key in routing_keys:
+            check_topic_access(user, self.vhost, exchange.name, key, perm)
