@@ -2,7 +2,7 @@
 
 The AMQP specification tests (`test_broker_amqp_*.py`) share what is here:
 
-* `running_cluster` starts three quorum-backend nodes once per test module (the
+* `broker_support.running_cluster` starts three quorum-backend nodes once per test module (the
   `amqp_cluster` fixture of this package's conftest) and kills them whatever
   happens;
 * `Amqp` is one test's view of that cluster: it opens `BlockingConnection`s and
@@ -22,10 +22,8 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pika
@@ -37,9 +35,6 @@ from tests.broker.broker_support import (
     ctl,
     ctl_json,
     eventually,
-    plan,
-    start_cluster,
-    stop_all,
 )
 
 QQ = {"x-queue-type": "quorum"}
@@ -48,16 +43,6 @@ QQ = {"x-queue-type": "quorum"}
 DEADLINE_S = 15.0
 _POLL_S = 0.01
 
-
-@contextmanager
-def running_cluster(base: Path, net_ticktime: float = 2) -> Iterator[list[BrokerProc]]:
-    """Three quorum-backend nodes on loopback; every process is killed on the way out."""
-    nodes = plan(3, base)
-    try:
-        start_cluster(nodes, backend="quorum", net_ticktime=net_ticktime)
-        yield nodes
-    finally:
-        stop_all(nodes)
 
 
 def closed_by_broker(fn: Callable[[], Any]) -> tuple[int, str]:

@@ -9,9 +9,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pika
 
 from transports.zmq_node import free_port, stop_node_process
 
@@ -66,14 +70,35 @@ def wait_ready(b: BrokerProc, timeout: float = 60.0) -> str:
 
 
 def start_cluster(nodes: list[BrokerProc], backend: str = "quorum",
-                  net_ticktime: float = 2) -> None:
+                  net_ticktime: float = 2, extra: list[str] | None = None) -> None:
     peers = ",".join(b.name for b in nodes)
     for b in nodes:
-        launch(b, ["--name", b.name, "--amqp-port", str(b.amqp_port), "--peers", peers,
-                   "--net-ticktime", str(net_ticktime), "--data-dir", str(b.data_dir),
-                   "--backend", backend])
+        launch(b, [*(extra or []), "--name", b.name, "--amqp-port", str(b.amqp_port),
+                   "--peers", peers, "--net-ticktime", str(net_ticktime),
+                   "--data-dir", str(b.data_dir), "--backend", backend])
     for b in nodes:
         wait_ready(b)
+
+
+@contextmanager
+def running_cluster(base: Path, count: int = 3, backend: str = "quorum",
+                    net_ticktime: float = 2, extra: list[str] | None = None,
+                    ) -> Iterator[list[BrokerProc]]:
+    """`count` nodes on loopback under `base`; every process is killed on the way out."""
+    nodes = plan(count, base)
+    try:
+        start_cluster(nodes, backend=backend, net_ticktime=net_ticktime, extra=extra)
+        yield nodes
+    finally:
+        stop_all(nodes)
+
+
+def connect(b: BrokerProc, user: str = "guest", password: str = "guest",
+            ) -> pika.BlockingConnection:
+    """A pika connection to node `b` (one attempt)."""
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", b.amqp_port, connection_attempts=1,
+        credentials=pika.PlainCredentials(user, password)))
 
 
 def stop_all(nodes: list[BrokerProc]) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.broker.amqp_support import Amqp, running_cluster, unique_queue_name
-from tests.broker.broker_support import BrokerProc
+from tests.broker.amqp_support import Amqp, unique_queue_name
+from tests.broker.broker_support import BrokerProc, running_cluster
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ from tests.broker.broker_support import (
     ctl,
     ctl_json,
     eventually,
-    plan,
-    start_cluster,
+    running_cluster,
     stop_all,
 )
 
@@ -27,12 +26,8 @@ QQ = {"x-queue-type": "quorum"}
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    nodes = plan(3, tmp_path_factory.mktemp("alarms"))
-    try:
-        start_cluster(nodes, backend="quorum")
+    with running_cluster(tmp_path_factory.mktemp("alarms"), 3, backend="quorum") as nodes:
         yield nodes
-    finally:
-        stop_all(nodes)
 
 
 class Publisher:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.broker.amqp_support import Amqp, pump_until, running_cluster
-from tests.broker.broker_support import BrokerProc, eventually
+from tests.broker.amqp_support import Amqp, pump_until
+from tests.broker.broker_support import BrokerProc, eventually, running_cluster
 
 #: RabbitMQ's default `vm_memory_high_watermark`, what the nodes start with
 DEFAULT_WATERMARK = "0.6"

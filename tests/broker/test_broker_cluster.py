@@ -5,31 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import pika
 import pytest
 
 from tests.broker.broker_support import (
     BrokerProc,
+    connect,
     ctl,
     ctl_json,
-    plan,
-    start_cluster,
-    stop_all,
+    running_cluster,
 )
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    nodes = plan(3, tmp_path_factory.mktemp("cluster"))
-    try:
-        start_cluster(nodes, backend="quorum")
+    with running_cluster(tmp_path_factory.mktemp("cluster"), 3, backend="quorum") as nodes:
         yield nodes
-    finally:
-        stop_all(nodes)
 
-
-def connect(b: BrokerProc) -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.amqp_port))
 
 
 def test_exactly_one_node_forms_the_metadata_cluster(cluster: list[BrokerProc]) -> None:

@@ -7,18 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pika
 import pika.exceptions as pex
 import pytest
 
 from tests.broker.broker_support import (
     BrokerProc,
+    connect,
     ctl,
     ctl_json,
     eventually,
-    plan,
-    start_cluster,
-    stop_all,
+    running_cluster,
 )
 
 QQ = {"x-queue-type": "quorum"}
@@ -26,18 +24,8 @@ QQ = {"x-queue-type": "quorum"}
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    nodes = plan(3, tmp_path_factory.mktemp("ctl"))
-    try:
-        start_cluster(nodes, backend="quorum")
+    with running_cluster(tmp_path_factory.mktemp("ctl"), 3, backend="quorum") as nodes:
         yield nodes
-    finally:
-        stop_all(nodes)
-
-
-def connect(b: BrokerProc, user: str = "guest", password: str = "guest",
-            ) -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.ConnectionParameters(
-        "127.0.0.1", b.amqp_port, credentials=pika.PlainCredentials(user, password)))
 
 
 def ok(node: str, *args: str) -> str:

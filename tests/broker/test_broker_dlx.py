@@ -11,18 +11,15 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import pika
 import pytest
 
 from tests.broker.broker_support import (
     BrokerProc,
+    connect,
     ctl,
     ctl_json,
     eventually,
-    launch,
-    plan,
-    stop_all,
-    wait_ready,
+    running_cluster,
 )
 
 QQ = {"x-queue-type": "quorum"}
@@ -31,24 +28,11 @@ QQ = {"x-queue-type": "quorum"}
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
     base = tmp_path_factory.mktemp("dlx")
-    nodes = plan(3, base)
     config = base / "node.json"
     config.write_text(json.dumps({"dead-letter-worker-publisher-confirm-timeout": 300}))
-    peers = ",".join(b.name for b in nodes)
-    try:
-        for b in nodes:
-            launch(b, ["--config", str(config), "--name", b.name, "--amqp-port",
-                       str(b.amqp_port), "--peers", peers, "--net-ticktime", "2",
-                       "--data-dir", str(b.data_dir), "--backend", "quorum"])
-        for b in nodes:
-            wait_ready(b)
+    with running_cluster(base, extra=["--config", str(config)]) as nodes:
         yield nodes
-    finally:
-        stop_all(nodes)
 
-
-def connect(b: BrokerProc) -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", b.amqp_port))
 
 
 def get(ch: Any, queue: str) -> tuple[Any, Any, bytes] | None:

@@ -9,7 +9,6 @@ asserts how long anything took.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,20 +17,14 @@ from tests.broker.broker_support import (
     ctl,
     ctl_json,
     eventually,
-    plan,
-    start_cluster,
-    stop_all,
+    running_cluster,
 )
 
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    procs = plan(3, Path(tmp_path_factory.mktemp("hooks")))
-    try:
-        start_cluster(procs, backend="memory")
+    with running_cluster(tmp_path_factory.mktemp("hooks"), 3, backend="memory") as procs:
         yield procs
-    finally:
-        stop_all(procs)
 
 
 def _ok(node: str, *args: str) -> None:

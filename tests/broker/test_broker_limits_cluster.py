@@ -7,36 +7,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import pika
 import pika.exceptions as pex
 import pytest
 
 from tests.broker.broker_support import (
     BrokerProc,
+    connect,
     ctl,
     ctl_json,
     eventually,
-    plan,
-    start_cluster,
-    stop_all,
+    running_cluster,
 )
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    nodes = plan(2, tmp_path_factory.mktemp("limits"))
-    try:
-        start_cluster(nodes, backend="memory")
+    with running_cluster(tmp_path_factory.mktemp("limits"), 2, backend="memory") as nodes:
         yield nodes
-    finally:
-        stop_all(nodes)
 
-
-def connect(b: BrokerProc, user: str = "guest", password: str = "guest",
-            ) -> pika.BlockingConnection:
-    return pika.BlockingConnection(pika.ConnectionParameters(
-        "127.0.0.1", b.amqp_port, connection_attempts=1,
-        credentials=pika.PlainCredentials(user, password)))
 
 
 def refusal(b: BrokerProc, user: str = "guest", password: str = "guest") -> str:

@@ -17,7 +17,7 @@ from broker.metadata import MetadataMachine, MetadataState
 from channel.auth import User
 from channel.permissions import ALL
 from channel.topic_permissions import TopicPermission
-from tests.broker.broker_support import BrokerProc, ctl, ctl_json, plan, start_cluster, stop_all
+from tests.broker.broker_support import BrokerProc, ctl, ctl_json, running_cluster
 
 
 class Store:
@@ -123,12 +123,8 @@ def test_cli_argument_shapes() -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    nodes = plan(3, tmp_path_factory.mktemp("topic_perms"))
-    try:
-        start_cluster(nodes, backend="memory")
+    with running_cluster(tmp_path_factory.mktemp("topic_perms"), 3, backend="memory") as nodes:
         yield nodes
-    finally:
-        stop_all(nodes)
 
 
 def ok(node: str, *args: str) -> str:
