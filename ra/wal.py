@@ -93,6 +93,9 @@ class WalConfig:
     name: str | None = WAL_NAME
     #: seeds the random size limit of the first file (None: random)
     seed: int | None = None
+    #: batches of at most this many entries are written and synced on the node's
+    #: hub rather than on a pool thread, while syncs stay fast (0: always the pool)
+    inline_sync_max_entries: int = 16
 
 
 def append(wal: Any, uid: str, writer_pid: Pid, entries: list[Entry]) -> None:
@@ -120,8 +123,13 @@ def start_link(config: WalConfig, timeout: int | None = None) -> Any:
     return gen.start(init_it, name=config.name, timeout=timeout)
 
 
+#: average sync time above which no batch is synced on the hub
+INLINE_SYNC_MAX_MS = 1.0
+
+
 def _write_and_sync(fd: int, data: bytes, fsync: Fsync, delay_s: float = 0.0) -> None:
-    """Runs on a pool thread: blocking here (the write, the injected delay) spares the hub."""
+    """One batch's write and sync: on a pool thread (blocking there, the injected
+    delay included, spares the hub), or on the hub for a small batch (`Wal._inline`)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
@@ -150,6 +158,8 @@ class Wal:
         self._pool = gevent.get_hub().threadpool
         #: injected before each batch's sync: a slow disk (0: none)
         self.sync_delay_ms = 0
+        #: a moving average of recent sync times: a slow disk is never synced inline
+        self.sync_ms_avg = 0.0
         self.syncs = 0
         self.delayed_syncs = 0
 
@@ -270,12 +280,16 @@ class Wal:
             started = time.perf_counter()
             self._writing = True
             delay_ms = self.sync_delay_ms
-            self._pool.apply(_write_and_sync, (self.fd, data, self.fsync, delay_ms / 1000.0))
+            if self._inline(n_entries, delay_ms):
+                _write_and_sync(self.fd, data, self.fsync)
+            else:
+                self._pool.apply(_write_and_sync, (self.fd, data, self.fsync, delay_ms / 1000.0))
             self._writing = False
             self.syncs += 1
             if delay_ms > 0:
                 self.delayed_syncs += 1
             fsync_ms = (time.perf_counter() - started) * 1000.0
+            self.sync_ms_avg += (fsync_ms - self.sync_ms_avg) / 8
             self.size += len(data)
             for uid, entries in batch:
                 self._insert(self.file_no, uid, entries)
@@ -292,6 +306,21 @@ class Wal:
             actors.get_node().reply(from_, self._answer(request))
         if stop is not None:
             raise ProcessExit(stop)
+
+    def _inline(self, n_entries: int, delay_ms: int) -> bool:
+        """Whether to write and sync this batch on the hub.
+
+        Handing a batch to a pool thread and back costs two thread wake-ups and
+        GIL hand-overs, more than a fast fdatasync of a small batch; the write
+        and the sync release the GIL, so the node's I/O thread keeps sending
+        (the AppendEntries to the followers) meanwhile. Only the other
+        processes of this node wait, as long as the sync takes: so only small
+        batches (the latency case: few commands in flight), only while syncs
+        stay under `INLINE_SYNC_MAX_MS` on average, never with an injected
+        delay. Big batches (throughput) sync on the pool while the node works.
+        """
+        return (delay_ms == 0 and n_entries <= self.cfg.inline_sync_max_entries
+                and self.sync_ms_avg < INLINE_SYNC_MAX_MS)
 
     def _accept(self, uid: str, pid: Any, entries: list[Entry]) -> list[Entry]:
         """The part of a batch to write; sends ``resend_write`` on a gap (spec §15.3)."""

@@ -336,3 +336,20 @@ def test_a_wal_that_cannot_recover_does_not_start(node: Node, tmp_path: Any) -> 
         result = ra_wal.start_link(ra_wal.WalConfig(dir=str(wal_dir), segment_writer=None))
         assert result[0] == "error"
         assert actors.whereis(ra_wal.WAL_NAME) is None
+
+
+def test_small_batches_sync_on_the_hub_big_slow_or_delayed_ones_on_the_pool(
+    node: Node, tmp_path: Any,
+) -> None:
+    """Handing a small batch to a pool thread costs more than its sync: few entries
+    are synced where the WAL runs, unless the disk has been slow or a delay is
+    injected (that must never stall the node); big batches always use the pool."""
+    with node.attached():
+        wal = ra_wal.Wal(ra_wal.WalConfig(dir=str(tmp_path)))
+        assert wal._inline(1, 0) and wal._inline(16, 0)
+        assert not wal._inline(17, 0)
+        assert not wal._inline(1, 5)
+        wal.sync_ms_avg = ra_wal.INLINE_SYNC_MAX_MS
+        assert not wal._inline(1, 0)
+        never = ra_wal.Wal(ra_wal.WalConfig(dir=str(tmp_path), inline_sync_max_entries=0))
+        assert not never._inline(1, 0)
