@@ -457,6 +457,9 @@ class Node:
                 self._dist(node, (dist.DEMONITOR, proc.pid, serial, ref))
 
     def _down(self, watcher: Pid, ref: Ref, obj: Any, reason: Any) -> None:
+        if trace.enabled():
+            trace.emit("down_sent", node=self.name, actor_path=repr(watcher),
+                       monitor_of=repr(obj), reason=repr(reason), ref=repr(ref))
         if watcher.node == self.name:
             proc = self._local(watcher)
             if proc is not None:
@@ -469,6 +472,9 @@ class Node:
     def _deliver_down(self, proc: Process, ref: Ref, obj: Any, reason: Any) -> None:
         if proc.monitors.pop(ref, None) is None and ref not in proc.slots:
             return  # demonitored meanwhile
+        if trace.enabled():
+            trace.emit("down_received", node=self.name, actor_path=repr(proc.pid),
+                       monitor_of=repr(obj), reason=repr(reason), ref=repr(ref))
         slot = proc.slots.get(ref)
         if slot is not None:
             if not slot.ready():

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from analysis import load, metrics, model, report, runner
+from analysis.checks import down_latency, where
 from analysis.load import History
 from analysis.model import Params
 
@@ -47,6 +48,7 @@ def analyze_history(h: History, out: Path, params: Params | None = None,
     timings.update(result.timings_s)
     start = time.perf_counter()
     m = metrics.compute(h, p)
+    m.summary["down_latency_ms"] = down_latency.summary(h)  # spec 4.7, a metric only
     timings["metrics"] = round(time.perf_counter() - start, 3)
     start = time.perf_counter()
     verdict_rows = [v.row() for v in result.verdicts]
@@ -56,9 +58,10 @@ def analyze_history(h: History, out: Path, params: Params | None = None,
     for v in result.verdicts:
         df = result.violations[v.check]
         if v.violations:
-            df.coalesce(1).write.mode("overwrite").parquet(str(vdir / f"{v.check}.parquet"))
+            rows = where.annotate(h, v.check, df)  # lost messages: where last seen
+            rows.coalesce(1).write.mode("overwrite").parquet(str(vdir / f"{v.check}.parquet"))
             top[v.check] = [r.asDict() for r in
-                            df.orderBy("violation", "queue", "msg_id", "raft_index", "key")
+                            rows.orderBy("violation", "queue", "msg_id", "raft_index", "key")
                             .limit(TOP_VIOLATIONS).collect()]
         df.unpersist()
     plots = report.plot_all(m, out, p.bucket_ns / 1e9)

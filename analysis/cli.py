@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
+from typing import Any
 
-from analysis import compact, model, synthetic
+from analysis import compact, model, synthetic, uris
 from analysis.model import EXIT_BAD_INPUT, EXIT_ERROR
 
 log = logging.getLogger("warren.analysis")
@@ -26,8 +26,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser("analyze", help="check a recorded run (PySpark) and write a report",
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", help="run directory (with history/ or raw/)")
-    p.add_argument("--out", default=None, help="output directory (default RUN_DIR/analysis)")
+    p.add_argument("run_dir", help="run directory (with history/ or raw/): a path or a URI "
+                   "(file://, or hdfs:// / s3a:// read by Spark)")
+    p.add_argument("--out", default=None, help="output directory, a path or file:// URI "
+                   "(default RUN_DIR/analysis)")
     p.add_argument("--master", default=None,
                    help="Spark master URL (default $WARREN_SPARK_MASTER or local[*])")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
@@ -59,8 +61,14 @@ def _conf(pairs: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of `warren analyze`; returns the exit code."""
-    run_dir = Path(args.run_dir)
+    remote = uris.is_remote(args.run_dir)
     try:
+        # a file:// URI is a local path; other schemes go to Spark as given
+        run_dir: Any = args.run_dir if remote else uris.local_path(args.run_dir)
+        out_arg: Any = None if args.out is None else uris.local_path(args.out)
+        if remote and (args.out is None or args.synthetic is not None):
+            raise ValueError("a history read by Spark from a URI needs a local --out "
+                             "(and cannot be --synthetic)")
         if args.synthetic is not None:
             anomalies = tuple(a for a in args.anomalies.split(",") if a)
             unknown = set(anomalies) - set(synthetic.ANOMALIES)
@@ -68,9 +76,9 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError(f"unknown anomalies: {sorted(unknown)}")
             synthetic.write_run(run_dir, synthetic.generate(args.synthetic, args.messages,
                                                             anomalies))
-        if not run_dir.is_dir():
+        if not remote and not run_dir.is_dir():
             raise FileNotFoundError(f"run directory {run_dir} does not exist")
-        if not (run_dir / "history").is_dir() and (run_dir / "raw").is_dir():
+        if not remote and not (run_dir / "history").is_dir() and (run_dir / "raw").is_dir():
             compact.compact(run_dir)
         conf = _conf(args.conf)
         only = [c for c in args.checks.split(",") if c]
@@ -82,14 +90,15 @@ def run(args: argparse.Namespace) -> int:
         from analysis import load, spark
 
         spark.check_java()
-        load.validate(run_dir / "history")
+        if not remote:
+            load.validate(run_dir / "history")
     except Exception as exc:  # every input problem maps to one exit code
         print(f"warren analyze: bad input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         from analysis.analyze import analyze_run, format_table
 
-        out = Path(args.out) if args.out else run_dir / "analysis"
+        out = out_arg or run_dir / "analysis"
         session = spark.get_session(args.master, conf=conf,
                                     local_dir=str(out / "spark-tmp"))
         code, summary = analyze_run(session, run_dir, out, params, only or None)

@@ -86,9 +86,18 @@ def compact(run_dir: str | Path) -> CompactStats:
     return stats
 
 
+def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """`batch` cast to `target`; columns an older minor version lacked become nulls."""
+    if batch.schema.names != target.names:
+        cols = [batch.column(f.name) if f.name in batch.schema.names
+                else pa.nulls(batch.num_rows, f.type) for f in target]
+        batch = pa.RecordBatch.from_arrays(cols, names=target.names)
+    return batch.cast(target)
+
+
 def _write(out: Path, table: str, batches: list[pa.RecordBatch], stats: CompactStats) -> None:
     target = schema.schema_of(table)
-    data = pa.Table.from_batches([b.cast(target) for b in batches], schema=target)
+    data = pa.Table.from_batches([_conform(b, target) for b in batches], schema=target)
     order = pc.sort_indices(data, sort_keys=[("ts_ns", "ascending"), ("emitter", "ascending"),
                                              ("seq", "ascending")])
     data = data.take(order)

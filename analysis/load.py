@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from analysis import model, schema
+from analysis import model, schema, uris
 
 
 class BadInput(Exception):
@@ -122,8 +122,10 @@ def validate(history_dir: Path) -> list[Path]:
 
 
 def load(spark: SparkSession, run_dir: str | Path) -> History:
-    """Read `<run_dir>/history` (local paths; see docs for cluster storage)."""
-    history_dir = Path(run_dir) / "history"
+    """Read `<run_dir>/history`: a local path or `file://` URI, or a URI only Spark reads."""
+    if uris.is_remote(run_dir):
+        return _load_uri(spark, str(run_dir))
+    history_dir = uris.local_path(run_dir) / "history"
     validate(history_dir)
     dfs: dict[str, DataFrame] = {}
     meta_table: pa.Table | None = None
@@ -138,3 +140,19 @@ def load(spark: SparkSession, run_dir: str | Path) -> History:
         else:
             dfs[t] = empty(spark, t)
     return History(spark, dfs, _meta(meta_table))
+
+
+def _load_uri(spark: SparkSession, run_uri: str) -> History:
+    """`load` for storage only Spark can read (hdfs://, s3a://): no local schema scan, a
+    table that is absent is empty, run_meta comes back through Spark."""
+    from pyspark.errors import AnalysisException
+
+    dfs: dict[str, DataFrame] = {}
+    for t in schema.TABLES:
+        path = uris.join(run_uri, "history", t)
+        try:
+            dfs[t] = (spark.read.schema(spark_schema(t)).option("basePath", path)
+                      .parquet(path)).cache()
+        except AnalysisException:  # PATH_NOT_FOUND: the run recorded no such table
+            dfs[t] = empty(spark, t)
+    return History(spark, dfs, _meta(dfs["run_meta"].toArrow()))

@@ -38,7 +38,7 @@ Violation = tuple[Any, ...]  # in VIOLATION_COLUMNS order
 CHECKS: tuple[str, ...] = (
     "total_queue", "ordering_channel_fifo", "ordering_consumer_monotonic", "ordering_sac_fifo",
     "replica_determinism", "local_delivery", "dlx_at_least_once", "flow_not_stuck",
-    "supervision_liveness",
+    "supervision_liveness", "post_drain_emptiness", "dlx_worker_liveness",
 )
 
 
@@ -49,6 +49,7 @@ class Params:
     ack_grace_ns: int = 5 * NS
     flow_grace_ns: int = 30 * NS
     bucket_ns: int = NS
+    dlx_grace_ns: int = 30 * NS
 
 
 #: `rabbit_quorum_queue` applies this delivery limit when a queue declares none

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow.dataset as ds
 
-from analysis import model, schema
+from analysis import final_state, model, schema
 from analysis.model import Params, RunConfig, Violation
 
 Row = dict[str, Any]
@@ -790,6 +790,9 @@ ALL = {
     "flow_not_stuck": flow_not_stuck,
     "supervision_liveness": supervision_liveness,
 }
+# the final-state checks live with their pure-Python rules (analysis.final_state)
+ALL.update(post_drain_emptiness=final_state.post_drain_emptiness,
+           dlx_worker_liveness=final_state.dlx_worker_liveness)
 
 
 def run_all(h: RefHistory, p: Params | None = None) -> dict[str, RefResult]:

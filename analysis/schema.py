@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: replica_events ready, checked_out, dlx_worker_checkout
 SCHEMA_VERSION_KEY = b"warren.schema_version"
 SUPPORTED_MAJOR = 1
 
@@ -77,6 +77,8 @@ _TABLE_FIELDS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("leader", _STR),
         ("members", _LIST_STR),
         ("value", _I64),
+        ("ready", _I64),
+        ("checked_out", _I64),
     ],
     "flow_events": [
         ("entity_type", _STR),
@@ -132,7 +134,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "replica_events": (
         "applied", "leader_elected", "leader_seen", "role_change", "service_queue",
         "local_delivery", "snapshot_taken", "snapshot_installed", "recovered",
-        "dlx_discard", "dlx_settled", "wal_batch",
+        "dlx_discard", "dlx_settled", "wal_batch", "dlx_worker_checkout",
     ),
     "flow_events": (
         "credit_blocked", "credit_unblocked", "soft_limit_on", "soft_limit_off",

@@ -47,6 +47,7 @@ class _Gen:
         self.index: dict[str, int] = defaultdict(int)
         self.term: dict[str, int] = defaultdict(lambda: 1)
         self.leader: dict[str, str] = {}
+        self.checked_out: dict[str, int] = defaultdict(int)
         self.tags: dict[tuple[str, int], int] = defaultdict(int)
         self.prefix = ""
         self.msg_base = 0
@@ -75,12 +76,15 @@ class _Gen:
         i = self.index[queue]
         term = self.term[queue]
         digest = body_digest(repr((queue, i, cmd, msg_id)).encode())
+        # every enqueue is handed to a waiting consumer at once; settles and discards end it
+        self.checked_out[queue] += {"enqueue": 1, "settle": -1, "discard": -1}.get(cmd, 0)
         for n in NODES:
             server = f"{queue}@{n}"
             role = "leader" if self.leader[queue] == server else "follower"
             self.emit("replica_events", n, f"{n}/ra/{queue}", "applied", queue=queue,
                       server=server, role=role, raft_term=term, raft_index=i, cmd_type=cmd,
                       cmd_digest=digest, state_digest=digest ^ 0x5A5A, msg_id=msg_id,
+                      ready=0, checked_out=self.checked_out[queue],
                       ts_ns=self.t + NODES.index(n) * 100_000)
         return i
 
@@ -90,6 +94,19 @@ class _Gen:
         self.emit("replica_events", node, f"{node}/ra/{queue}", "leader_elected", queue=queue,
                   server=f"{queue}@{node}", role="leader", raft_term=self.term[queue],
                   leader=f"{queue}@{node}")
+
+    def dlx_worker(self, queue: str, node: str, up: bool) -> None:
+        """The queue's dead-letter worker on `node` starts (and checks out) or stops."""
+        pid = f"<{self.prefix}{node}.50.1>"
+        fields = json.dumps({"pid": pid, "restart_type": "transient"})
+        path = f"{self.prefix}{node}/rabbit_fifo_dlx_sup/rabbit_fifo_dlx_worker/50.1"
+        self.emit("supervision_events", node, f"{node}/sup", "started" if up else "stopped",
+                  actor_path=path, supervisor="rabbit_fifo_dlx_sup",
+                  actor_class="fifo.dlx_worker._start_worker",
+                  reason=None if up else "shutdown", extra=fields)
+        if up:
+            self.emit("replica_events", node, f"{node}/dlx/{queue}", "dlx_worker_checkout",
+                      queue=queue, extra=json.dumps({"pid": pid}))
 
 
 @dataclass
@@ -128,6 +145,7 @@ def generate(seed: int = 0, messages: int = 40, anomalies: tuple[str, ...] = (),
            drain_expected=True)
     for q in queues:
         g.elect(q, "n1")
+    g.dlx_worker(P + "qd", "n1", True)
     consumers = {
         P + "qa": [_Consumer(P + "c1-1", 1, "ctag-a1", "n2"),
                    _Consumer(P + "c2-1", 1, "ctag-a2", "n3")],
@@ -177,6 +195,8 @@ def generate(seed: int = 0, messages: int = 40, anomalies: tuple[str, ...] = (),
                    targets=["n1"], params="{}")
             for q in queues:
                 g.elect(q, "n2")
+            g.dlx_worker(P + "qd", "n1", False)
+            g.dlx_worker(P + "qd", "n2", True)
         if m - msg_base == fault_at + max(5, messages // 5):
             g.emit("nemesis_events", "nemesis", "nemesis", "stop", fault="partition",
                    targets=["n1"], params="{}")
@@ -216,6 +236,7 @@ def generate(seed: int = 0, messages: int = 40, anomalies: tuple[str, ...] = (),
             g.tick()
             g.client(x.conn, "ack", channel_id=x.channel, queue=P + "qd.dlx", msg_id=m,
                      delivery_tag=xtag)
+            g.apply(P + "qd.dlx", "settle", m)
             continue
         if q == P + "qa" and rnd.random() < 0.15:  # requeue, then redelivered
             g.client(c.conn, "nack", channel_id=c.channel, queue=q, msg_id=m, delivery_tag=tag,

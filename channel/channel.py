@@ -47,6 +47,7 @@ from channel.limiter import limit_prefetch
 from channel.permissions import Access
 from channel.queue_args import MAX_EXPIRY
 from channel.routing import routing_keys
+from channel.trace_ids import id_in, msg_id_of
 from channel.unacked import Pending, Unacked
 
 __all__ = ["ChannelProcess", "ConnectionInfo", "channel_main", "parse_expiration"]
@@ -555,7 +556,8 @@ class ChannelProcess:
         message = Message(xname, m.routing_key, content, tuple(keys))
         if trace.enabled():
             trace.emit("publish_in", channel=self.me, exchange=xname,
-                       routing_key=m.routing_key, seqno=seqno, queues=queues)
+                       routing_key=m.routing_key, seqno=seqno, queues=queues,
+                       msg_id=id_in(headers))
         if self.tx is not None:
             assert seqno is not None
             self.tx.publishes.append((message, queues, m.mandatory, seqno))
@@ -730,7 +732,7 @@ class ChannelProcess:
                 self.unacked.add(Pending(dtag, tag, action.queue, d.msg_id, now_ms))
             if trace.enabled():
                 trace.emit("deliver_out", channel=self.me, consumer_tag=tag, delivery_tag=dtag,
-                           queue=action.queue)
+                           queue=action.queue, msg_id=msg_id_of(d.message.content))
 
     def server_cancel(self, tag: str) -> None:
         if self.consumers.pop(tag, None) is None:

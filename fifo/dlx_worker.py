@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import actors
-from actors import gen_server
+from actors import gen_server, trace
 from fifo import dlx_client, mc
 from fifo.dlx_client import DlxClientState
 from fifo.dlx_router import DeadLetterRouter, RouterFactory
@@ -211,6 +211,9 @@ class DlxWorker(gen_server.GenServer):
                 return ("stop", ("shutdown", "non_local_leader"), None)
             case err:
                 return ("stop", err, None)
+        if trace.enabled():  # ties this worker's pid to its queue in the history
+            trace.emit("dlx_worker_checkout", queue=str(_queue_name(queue_ref)),
+                       node=actors.node(), pid=actors.self())
         st = _State(queue_ref=queue_ref, server_id=server_id,
                     monitor_ref=actors.monitor(server_id),
                     router=env.router_factory(queue_ref), dlx_client=client_state,

@@ -9,7 +9,9 @@ with the fields of the history schema:
   entries the machine never sees (``noop``, ``cluster_change``), with the
   entry's term, a digest of its canonical encoding and, every
   `digest_every()` indexes, a digest of a replica-independent projection of
-  the machine state (`replica_view`);
+  the machine state (`replica_view`), and the state's ``ready`` and ``checked_out``
+  message counts (also on ``snapshot_installed``), from which the final state of a
+  queue is read;
 * ``service_queue`` for each message handed to a consumer while applying (the
   same decisions on every member), ``local_delivery`` when this member really
   sent it;
@@ -51,6 +53,7 @@ import actors
 from actors import trace
 from fifo import mc
 from fifo.commands import get_msg
+from fifo.delivery import messages_ready
 from fifo.msg import Msg, get_header, msg_header, msg_idx
 from fifo.records import RabbitFifoState, erl_sorted
 from ra.state import ServerState
@@ -407,10 +410,16 @@ def applied(meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState, before: Befor
         if _views:
             extra["view"] = view
     r.emit("applied", raft_term=term, raft_index=idx, cmd_type=cmd_type(cmd),
-           cmd_digest=digest(cmd), msg_id=msg_id, **extra)
+           cmd_digest=digest(cmd), msg_id=msg_id, **_counts(s), **extra)
     _decisions(r, srv, s, before, idx, term)
     if before.dlx is not None:
         _dead_letters(r, srv, s, before.dlx, idx, term)
+
+
+def _counts(s: RabbitFifoState) -> dict[str, int]:
+    """Ready and checked-out messages of the state: what post-drain emptiness reads."""
+    return {"ready": messages_ready(s),
+            "checked_out": sum(len(c.checked_out) for c in s.consumers.values())}
 
 
 def _fill_raft_entries(r: _Replica, srv: ServerState, lo: int, hi: int) -> None:
@@ -512,7 +521,7 @@ def snapshot_installed(meta: Mapping[str, Any], s: RabbitFifoState) -> None:
     cluster = meta.get("cluster") or {}
     members = [n for n in (_server_name(r.queue, sid) for sid in cluster) if n is not None]
     r.emit("snapshot_installed", raft_term=meta.get("term"), raft_index=idx,
-           members=sorted(members))
+           members=sorted(members), **_counts(s))
 
 
 def ticked(s: RabbitFifoState, srv: Any) -> None:

@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from analysis.checks import dlx, flow, local_delivery, ordering, replicas, supervision, total_queue
+from analysis.checks import (
+    dlx,
+    dlx_liveness,
+    emptiness,
+    flow,
+    local_delivery,
+    ordering,
+    replicas,
+    supervision,
+    total_queue,
+)
 from analysis.checks.common import CheckResult
 from analysis.load import History
 from analysis.model import Params
@@ -26,6 +36,8 @@ ALL: dict[str, CheckFn] = {
     "dlx_at_least_once": dlx.run,
     "flow_not_stuck": flow.run,
     "supervision_liveness": supervision.run,
+    "post_drain_emptiness": emptiness.run,
+    "dlx_worker_liveness": dlx_liveness.run,
 }
 
 __all__ = ["ALL", "CheckFn", "CheckResult"]

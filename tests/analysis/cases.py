@@ -597,3 +597,7 @@ def a_carried_delivery_count_may_repeat_across_decisions(
         t = b.deliver("t", 1, conn="x", redelivered=True, count=1)
         b.settle("reject", "t", 1, t, conn="x", requeue=True)
     return [], {"local_delivery": "pass"}
+
+
+# the final-state cases register themselves in CASES
+from tests.analysis import cases_final  # noqa: E402, F401

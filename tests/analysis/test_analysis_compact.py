@@ -35,7 +35,8 @@ def test_layout_order_and_metadata(tmp_path: Path) -> None:
     one = pq.read_table(tmp_path / files[0])
     assert one["ts_ns"].to_pylist() == [10, 15, 20, 25, 30]
     assert "run_id" not in one.column_names  # it is the partition
-    assert schema.check_version(pq.read_schema(tmp_path / files[0]).metadata) == "1.0"
+    assert schema.check_version(pq.read_schema(tmp_path / files[0]).metadata) \
+        == schema.SCHEMA_VERSION
     full = ds.dataset(tmp_path / "history" / "client_ops", partitioning="hive").to_table()
     assert sorted(full["node"].to_pylist()) == ["client-1"] * 5 + ["client-2"]
 

@@ -88,9 +88,11 @@ def test_applies_decisions_and_the_local_send_are_recorded_with_the_schema_field
               "role": None}
     assert rows[0][1] == {**server, "raft_term": 3, "raft_index": 1, "cmd_type": "checkout",
                           "cmd_digest": digest(checkout), "msg_id": None,
+                          "ready": 0, "checked_out": 0,
                           "state_digest": rows[0][1]["state_digest"]}
     assert rows[1][1] == {**server, "raft_term": 3, "raft_index": 2, "cmd_type": "enqueue",
                           "cmd_digest": digest(enqueue), "msg_id": 42,
+                          "ready": 0, "checked_out": 1,
                           "state_digest": digest(replica_view(s))}
     assert rows[2][1] == {**server, "raft_term": 3, "raft_index": 2, "msg_id": 42,
                           "consumer_key": "c1.1/1/ctag-1", "consumer_node": "n2",

@@ -1,0 +1,95 @@
+"""`dlx_worker_liveness` (spec 4.6): after heal + grace, the node of each at-least-once
+source queue's leader runs exactly one dead-letter worker for it, and no other node
+runs one (the regressions of rabbitmq/rabbitmq-server PR #7677 and issue #16652).
+
+A worker is tied to its queue by the `dlx_worker_checkout` row it records once its
+checkout on the local leader succeeded (schema 1.1; `pid` in `extra`). It runs until
+a `crashed`/`stopped` supervision row names its pid, or a `kill` fault hits its node.
+Missing and duplicate rows carry the time the leader was elected. The moment judged
+is the end of the completed drain (which follows the heal and the
+settle period), else the run's end if it is `dlx_grace` past the last fault stop;
+the leader then is the newest `leader_elected` of the queue up to that moment.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from analysis import final_state, model
+from analysis.checks.common import CheckResult, count_rows, no_violations, total, vrows
+from analysis.load import History
+from analysis.model import Params
+
+CHECK = final_state.DLX_LIVENESS
+
+
+def _pid() -> Column:
+    return F.get_json_object(F.col("extra"), "$.pid")
+
+
+def _short(col: str) -> Column:
+    return F.substring_index(F.col(col), "@", 1)
+
+
+def run(h: History, p: Params) -> CheckResult:
+    sources = h.meta.dlx_sources()
+    if not sources or not h.has("replica_events"):
+        why = ("no at-least-once dead-lettering configured" if not sources
+               else "no replica_events")
+        status, note = final_state.dlx_liveness_status({}, False, why, 0)
+        return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
+    ops = h["client_ops"]
+    drain_end = (ops.where((F.col("kind") == "drain_end") & (F.col("outcome") == "ok"))
+                 .agg(F.max("ts_ns")).first()[0])
+    at, why = final_state.eval_point(drain_end, h.run_end_ns,
+                                     model.last_fault_stop(h.windows), p.dlx_grace_ns)
+    rep = h["replica_events"]
+    checkouts = (rep.where((F.col("kind") == "dlx_worker_checkout")
+                           & F.col("queue").isin(sources))
+                 .select("queue", _pid().alias("pid"), _short("node").alias("wnode"), "ts_ns"))
+    if not why and checkouts.isEmpty():
+        why = "no DLX worker recorded (history older than schema 1.1, or none started)"
+    counts = {"sources": len(sources), "workers": 0, "running": 0, "no_leader": 0}
+    if at is None:
+        status, note = final_state.dlx_liveness_status(counts, True, why, 0)
+        return CheckResult(CHECK, status, len(sources), no_violations(h), counts, note)
+    ended = (h["supervision_events"]
+             .where(F.col("kind").isin("crashed", "stopped") & (F.col("ts_ns") <= at))
+             .select(_pid().alias("pid")).where(F.col("pid").isNotNull()).distinct())
+    kills = (h["nemesis_events"].where((F.col("kind") == "start") & (F.col("fault") == "kill"))
+             .select(F.explode("targets").alias("knode"), F.col("ts_ns").alias("kts")))
+    killed = checkouts.join(kills, (F.col("knode") == F.col("wnode"))
+                            & (F.col("kts") >= F.col("ts_ns")) & (F.col("kts") <= at),
+                            "left_semi")
+    running = (checkouts.where(F.col("ts_ns") <= at).join(ended, "pid", "left_anti")
+               .join(killed.select("pid"), "pid", "left_anti"))
+    queues = h.spark.createDataFrame([(q,) for q in sources], "queue string")
+    leaders = (rep.where((F.col("kind") == "leader_elected") & (F.col("ts_ns") <= at)
+                         & F.col("queue").isin(sources))
+               .groupBy("queue")
+               .agg(F.max(F.struct(F.coalesce("raft_term", F.lit(0)), "ts_ns", "leader"))
+                    .alias("l"))
+               .select("queue", F.col("l.leader").alias("leader"),
+                       F.col("l.ts_ns").alias("elected_ts"),
+                       F.substring_index(F.col("l.leader"), "@", -1).alias("lnode")))
+    w = running.join(leaders, "queue")
+    here = (w.where(F.col("wnode") == F.col("lnode")).groupBy("queue")
+            .agg(F.count("*").alias("here")))
+    per_queue = queues.join(leaders, "queue", "left").join(here, "queue", "left") \
+        .select("queue", "leader", "elected_ts", F.coalesce("here", F.lit(0)).alias("here"))
+    bad = per_queue.where(F.col("leader").isNotNull() & (F.col("here") != 1))
+    violations = (
+        vrows(bad, CHECK, F.when(F.col("here") == 0, "dlx_worker_missing")
+              .otherwise("dlx_worker_duplicate"), queue=F.col("queue"), key=F.col("leader"),
+              ts_ns=F.col("elected_ts"),
+              detail=F.concat(F.lit("running="), F.col("here").cast("string")))
+        .unionByName(vrows(w.where(F.col("wnode") != F.col("lnode")), CHECK,
+                           "dlx_worker_stray", queue=F.col("queue"), key=F.col("pid"),
+                           ts_ns=F.col("ts_ns"), detail=F.col("wnode"))))
+    counts.update(count_rows(checkouts, workers=F.count("*")))
+    counts.update(count_rows(running, running=F.count("*")))
+    counts.update(count_rows(per_queue, no_leader=total(F.col("leader").isNull())))
+    # fail outranks unknown here, so the verdict needs the number of violations
+    status, note = final_state.dlx_liveness_status(counts, True, why, violations.count())
+    return CheckResult(CHECK, status, len(sources), violations, counts, note)

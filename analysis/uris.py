@@ -1,0 +1,43 @@
+"""History and output locations given as paths or URIs (spec 6).
+
+`warren analyze` takes a local path, a `file://` URI (made a local path, so
+everything local keeps working), or a URI of another scheme (`hdfs://`, `s3a://`,
+...) that is handed to Spark untouched: only Spark can read such storage, so the
+local steps (compaction, the schema-version scan of every file) are skipped there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+
+def scheme(location: str) -> str:
+    """The URI scheme of `location`; "" for a plain path."""
+    parsed = urlparse(location)
+    # one letter is a Windows drive, not a scheme
+    return parsed.scheme.lower() if len(parsed.scheme) > 1 else ""
+
+
+def is_remote(location: str | Path) -> bool:
+    """Storage only Spark reads: any scheme but `file`."""
+    return scheme(str(location)) not in ("", "file")
+
+
+def local_path(location: str | Path) -> Path:
+    """The local path of a plain path or a `file://` URI (ValueError for others)."""
+    text = str(location)
+    s = scheme(text)
+    if s == "":
+        return Path(text)
+    if s != "file":
+        raise ValueError(f"{text} is not on the local file system")
+    parsed = urlparse(text)
+    if parsed.netloc not in ("", "localhost"):
+        raise ValueError(f"file URI with a host is not supported: {text}")
+    return Path(unquote(parsed.path))
+
+
+def join(location: str | Path, *parts: str) -> str:
+    """`location` / parts, keeping a URI's `//` intact."""
+    return "/".join([str(location).rstrip("/"), *parts])
