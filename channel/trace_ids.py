@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from channel.framing import Content
-
-ID_HEADER = "x-warren-id"
+from fifo.replica_trace import ID_HEADER, id_value
 
 
 def msg_id_of(content: Content) -> int | None:
@@ -26,10 +25,4 @@ def msg_id_of(content: Content) -> int | None:
 
 def id_in(headers: Mapping[str, Any] | None) -> int | None:
     """The id in already decoded headers."""
-    value = (headers or {}).get(ID_HEADER)
-    if isinstance(value, bytes | bytearray):
-        value = bytes(value).decode(errors="replace")
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
+    return id_value((headers or {}).get(ID_HEADER))

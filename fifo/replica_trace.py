@@ -267,6 +267,11 @@ def warren_id(msg: Any) -> int | None:
                 value = headers().get(ID_HEADER)
             except Exception:  # a message whose properties do not decode has no id
                 return None
+    return id_value(value)
+
+
+def id_value(value: Any) -> int | None:
+    """An ``x-warren-id`` header value as the integer id, or None if it is not one."""
     if isinstance(value, bytes | bytearray):
         value = bytes(value).decode(errors="replace")
     try:
