@@ -14,8 +14,10 @@ A running connection re-authenticates with `connection.update-secret`
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
 
 from channel.errors import AmqpError
 from channel.framing import decode_table
@@ -38,6 +40,9 @@ MECHANISMS = ("PLAIN", "AMQPLAIN")
 """Offered in connection.start, in this order."""
 
 
+_MISSING = object()
+
+
 class LoginRefused(Exception):
     """The credentials (or the peer address) were refused; the reason is for logs only."""
 
@@ -54,6 +59,14 @@ class User:
     topic_permissions: Mapping[str, Mapping[str, TopicPermission]] = field(default_factory=dict)
     """vhost -> exchange -> write / read expressions; an exchange without one is
     not restricted (`channel.topic_permissions`)."""
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        """Unpickle a user stored by an older warren (the metadata store's log and
+        snapshots outlive upgrades): fields it did not have get their defaults."""
+        for f, value in itertools.zip_longest(fields(self), state, fillvalue=_MISSING):
+            if value is _MISSING:
+                value = f.default_factory() if f.default_factory is not MISSING else f.default
+            object.__setattr__(self, f.name, value)
 
 
 def default_user() -> User:

@@ -253,3 +253,18 @@ def test_node_limit_config_keys() -> None:
                 {"connection_max": "10"}, {"connection_max": 1.5}):
         with pytest.raises(ValueError, match="or 'infinity'"):
             Config(**bad)
+
+
+def test_a_user_pickled_before_limits_and_topic_permissions_existed_loads_with_defaults() -> None:
+    """The metadata store's log and snapshots outlive an upgrade of warren."""
+    import pickle
+
+    from channel.auth import User
+    from channel.permissions import ALL
+
+    user = User("old", "pw", {"/": ALL}, ("administrator",), {"max-connections": 2})
+    assert pickle.loads(pickle.dumps(user)) == user
+    older = User.__new__(User)
+    older.__setstate__(user.__getstate__()[:4])  # what a four-field User pickled
+    assert (older.name, older.tags, older.limits, older.topic_permissions) == (
+        "old", ("administrator",), {}, {})
