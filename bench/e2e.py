@@ -35,39 +35,37 @@ Usage: ``python bench/e2e.py [--seconds 10] [--warmup 2] [--amqp-url URL]...
 
 Where the time goes
 -------------------
-One ``--profile`` run (defaults: 2 s warm-up + 10 s per phase) on a 2-core machine
-shared with other jobs (load average 10 to 13 during the run, so every figure is
-low and noisy): 2,073 msg/s confirmed at 16 B and 2,498 at 1 KiB (consumer 1,622 and
-1,547), confirm p50 / p99 95 / 425 ms at window 256, 6.3 / 28 ms at window 1; that
-is 0.22 and 0.32 of the reference's msg/s and 5.3 times its window-1 p50.
+A run on the quiet 2-core machine (load average about 2): 6,762 msg/s confirmed at
+16 B and 6,226 at 1 KiB (0.70 and 0.81 of the reference), consumer 3,743 and 3,479
+msg/s, confirm p50 / p99 31.8 / 138 ms at window 256; at window 1, 3.15 / 5.2 ms
+(2.6 times the reference's p50).
 
-* No process is CPU bound: in the 16-byte phase the leader's node used 0.40 of a
-  core, the followers' 0.25 and 0.19, the publisher 0.04 and the consumer 0.03. At
-  window 256 a confirm waits ~100 ms, i.e. the leader handles the window in a few
-  Raft rounds per 100 ms: the throughput is the window divided by the latency of
-  a round (WAL batch + fdatasync on the leader and a follower, two ZeroMQ hops),
-  stretched by the scheduling of a loaded machine.
-* Leader, every running thread (py-spy, 1,114 samples): ZeroMQ send 12 % and poll
-  12 % (the transport thread), ``SyncCounter.__call__`` in ``ra/disk_store.py``
-  10 % (the WAL's ``fdatasync``, on gevent's thread pool; another 7 % of pool
-  threads wait for work), ``typing._get_protocol_attrs`` 10 %, the gevent hub 4 %.
-  By package of the innermost warren frame: transports 30 %, ra 21 %, fifo 19 %,
-  channel 17 %, outside warren 11 %.
-* Leader, Python CPU only (``--gil``, 564 samples): fifo 35 %, channel 28 %, ra 19 %,
-  transports 14 %. The top function is ``typing._get_protocol_attrs`` at 19 %:
-  ``fifo.mc.is_mc`` is ``isinstance`` against ``MessageContainer``, warren's only
-  ``runtime_checkable`` Protocol, which on Python 3.11 walks the protocol's
-  attributes on every call (about 10 us for a ``BasicMessage``, 18 us for bytes),
-  and ``fifo/commands.py``, ``fifo/machine.py`` and ``fifo/replica_trace.py`` ask it
-  for each message's size, priority, TTL and annotations on every replica (the stack
-  itself was not kept: this is the one caller of that function in warren). Since
-  that profile ``is_mc`` caches its answer per class (0.26 us a call). Next:
-  ``ZmqTransport._pickle``
-  11 % inclusive, the AMQP reader (``channel/reader.py``) 13 % inclusive with
-  pamqp's property decoding, dataclass ``replace`` / ``fields`` / ``__init__`` of the
-  copy-on-write state some 8 %, the WAL's ``encode`` 3 %.
-* Publisher (171 samples in 10 s: it is idle most of the time): pika's socket send
-  25 % and frame marshalling; the clients are not what limits the figures.
+* Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
+  0.47 (it also serves the consumer) and 0.32, the clients 0.19 -- about 1.7 of the
+  2 cores, some 250 us of CPU per message over all processes. With the cores full, a
+  confirm waits for the work queued ahead of it (Little's law: 256 in flight / 6.8k/s
+  = 38 ms). The consumer (prefetch 300) gets a new delivery only after its ack's
+  settle is committed and applied on its node, so it runs at 300 per such round.
+* Where a lone publish's 3 ms go (stamps on every stage in all processes, one
+  publish at a time): pika to the reader ~160 us; reader, channel and fifo client
+  ~120 us; the leader's Ra handling until the AppendEntries reaches a follower
+  ~280 us (the core, the WAL hand-off, pickling, the hub-to-I/O-thread hand-off);
+  the follower's append, WAL write and fdatasync (~0.15 ms) and reply ~0.4 ms; the
+  reply's way back to the leader's Ra server ~250 us; commit, apply, the `applied`
+  event to the channel and the confirm to the socket ~350 us; then pika. Each
+  cross-node hop costs ~175 us, of which ~70 us are ZeroMQ and loopback and the
+  rest two thread hand-offs (hub <-> the transport's I/O thread, each with a GIL
+  hand-over); every actor hop inside a node costs 10-40 us. In this bench the
+  consumer's acks and the commit-index AppendEntries share the same hubs, which
+  adds a few hundred us over a lone publish.
+* Profiles (``--profile``, py-spy on the leader's node, GIL holder): channel 38 %,
+  ra 21 %, transports 17 %, fifo 13 %, actors 6 %; the largest single items are
+  pamqp's frame and property decoding (~11 %), pickling for the transport (~8 %) and
+  the WAL's record encoding (~4 %). Earlier fixes from such profiles: `fifo.mc.is_mc`
+  cached per class (a runtime-checkable Protocol check cost 10-18 us a call), Raft
+  RPCs and queue messages pickled as constructor calls (`actors.wire`), a leader
+  appending a run of waiting commands as one batch, and small WAL batches synced
+  on the hub.
 """
 
 from __future__ import annotations
