@@ -1,13 +1,21 @@
-"""Building blocks shared by the Spark checks: violation rows, channel epochs, and
-the fate of every delivery (settled ok, returned, dropped, still open)."""
+"""Building blocks shared by the Spark checks: violation rows, channel epochs, the fate
+of every delivery (settled ok, returned, dropped, still open), the replica log gathered
+per index, and holes in a replica's record.
+
+Cost matters as much as the rules here (a 10M-event history on two cores): shared
+frames are built with as few shuffles as possible (windows over one shuffle by
+connection instead of self-joins; one aggregation per log index) and cached once, run
+metadata is looked up through literal maps rather than joins with small frames made
+from Python lists (those start a Python worker), and the raw tables are read from
+Parquet per use rather than cached whole."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
+from pyspark.sql.pandas.types import from_arrow_type
 
 from analysis import model
 from analysis.load import History
@@ -31,7 +39,10 @@ class CheckResult:
 
 
 def no_violations(h: History) -> DataFrame:
-    return h.spark.createDataFrame([], from_arrow_schema(model.VIOLATION_SCHEMA))
+    """An empty frame of the violation schema, made in the JVM: `createDataFrame` from
+    a Python list goes through an RDD that starts a Python worker."""
+    return h.spark.range(0).select(*[F.lit(None).cast(from_arrow_type(t)).alias(n)
+                                     for n, t in model.VIOLATION_FIELDS])
 
 
 def vrows(df: DataFrame, check: str, violation: str | Column,
@@ -66,21 +77,45 @@ def count_rows(df: DataFrame, **exprs: Column) -> dict[str, int]:
     return {k: int(first[k]) for k in exprs} if first else dict.fromkeys(exprs, 0)
 
 
+def lit_map(items: dict[str, object], key_type: str, value_type: str) -> Column:
+    """A literal map column (run metadata looked up per row without a join)."""
+    pairs = [F.lit(x) for kv in sorted(items.items()) for x in kv]
+    return F.create_map(*pairs).cast(f"map<{key_type},{value_type}>")
+
+
 def total(cond: Column) -> Column:
     return F.sum(F.when(cond, 1).otherwise(0))
 
 
-def client_with_epochs(h: History) -> DataFrame:
-    """client_ops with `epoch`: how many `channel_open`s of the row's channel came before."""
-    return h.cached("client_epochs", lambda: _client_with_epochs(h))
+CHANNEL_KINDS = ("channel_open", "channel_close", "conn_close", "cancel", "consume_ok",
+                 "deliver", "get_ok", "ack", "nack", "reject")
+
+
+def _at_or_after(*keys: str | Column) -> WindowSpec:
+    """Rows of the same `keys` whose `ts_ns` is at or after this row's (ties included),
+    as a frame that only grows: Spark recomputes a frame that shrinks at its start
+    for every row."""
+    return (Window.partitionBy(*keys).orderBy(F.col("ts_ns").desc())
+            .rangeBetween(Window.unboundedPreceding, Window.currentRow))
 
 
 def _client_with_epochs(h: History) -> DataFrame:
+    """The client rows of channel life and consumption (`CHANNEL_KINDS`) with `epoch`: how
+    many `channel_open`s of the row's channel came before (publishes and their
+    completions do not change it and are left out), plus `_conn_end` / `_conn_err_end`:
+    the first (abnormal) `conn_close` of the connection at or after the row."""
+    ops = h["client_ops"].where(F.col("kind").isin(*CHANNEL_KINDS))
+    # first the connection-wide windows: one shuffle by conn_id serves every finer one
+    conn = _at_or_after("conn_id")
+    close = F.col("kind") == "conn_close"
+    ops = ops.select("*", F.min(F.when(close, F.col("ts_ns"))).over(conn).alias("_conn_end"),
+                     F.min(F.when(close & F.col("error").isNotNull(), F.col("ts_ns")))
+                     .over(conn).alias("_conn_err_end"))
     w = (Window.partitionBy("conn_id", "channel_id").orderBy(*ORDER)
          .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     opens = F.sum(F.when(F.col("kind") == "channel_open", 1).otherwise(0)).over(w)
     has_chan = F.col("conn_id").isNotNull() & F.col("channel_id").isNotNull()
-    return h["client_ops"].withColumn("epoch", F.when(has_chan, opens))
+    return ops.withColumn("epoch", F.when(has_chan, opens))
 
 
 def consumer_key(prefix: str = "") -> Column:
@@ -103,50 +138,51 @@ def deliveries(h: History, p: Params) -> DataFrame:
 
 
 def _deliveries(h: History, p: Params) -> DataFrame:
-    ops = client_with_epochs(h)
-    d = ops.where(F.col("kind").isin("deliver", "get_ok"))
+    """A delivery's settle is the first ack/nack/reject of its channel epoch and tag at
+    or after it; it ends unsettled at the first close of its connection, channel epoch
+    or consumer at or after it; an ack is ambiguous when an abnormal close of the
+    connection or channel epoch follows within `ack_grace`. All of it comes from
+    windows over the connection's rows (no joins): the settle row carries the first
+    abnormal close after it to the delivery (one shuffle, by connection)."""
+    ops = _client_with_epochs(h)
+    base = [c for c in ops.columns if not c.startswith("_")]
     chan = ["conn_id", "channel_id", "epoch"]
-    s = ops.where(F.col("kind").isin("ack", "nack", "reject")).select(
-        *chan, "delivery_tag",
-        F.struct(*[F.col(c).alias("s_" + c) for c in (*ORDER, "kind", "requeue")]).alias("s"))
-    dkey = ["conn_id", "channel_id", "epoch", "delivery_tag", "emitter", "seq"]
-    first = (d.select(*dkey, "ts_ns").alias("d")
-             .join(s.alias("s"), [F.col("d." + c) == F.col("s." + c)
-                                  for c in ("conn_id", "channel_id", "epoch", "delivery_tag")]
-                   + [F.col("s.s.s_ts_ns") >= F.col("d.ts_ns")])
-             .groupBy(*[F.col("d." + c) for c in dkey]).agg(F.min("s.s").alias("settle")))
-    closers = ops.where(F.col("kind").isin("channel_close", "conn_close", "cancel")).select(
-        F.col("conn_id").alias("c_conn"), F.col("channel_id").alias("c_ch"),
-        F.col("epoch").alias("c_epoch"), F.col("consumer_tag").alias("c_tag"),
-        F.col("kind").alias("c_kind"), F.col("ts_ns").alias("c_ts"), F.col("error").alias("c_err"))
-    d1 = d.join(first, dkey, "left")
-    ack_ts = F.when(F.col("settle.s_kind") == "ack", F.col("settle.s_ts_ns"))
-    same_ch = (F.col("c_ch") == F.col("channel_id")) & (F.col("c_epoch") == F.col("epoch"))
-    match = (F.col("c_conn") == F.col("conn_id")) & (F.col("c_ts") >= F.col("ts_ns")) & (
-        (F.col("c_kind") == "conn_close")
-        | ((F.col("c_kind") == "channel_close") & same_ch)
-        | ((F.col("c_kind") == "cancel") & same_ch
-           & (F.coalesce(F.col("c_tag"), F.lit("")) == F.coalesce(F.col("consumer_tag"),
-                                                                   F.lit("")))))
-    amb = ((F.col("c_kind") != "cancel") & F.col("c_err").isNotNull()
-           & (F.col("c_ts") >= ack_ts) & (F.col("c_ts") <= ack_ts + F.lit(p.ack_grace_ns)))
-    ends = (d1.select(*dkey, "ts_ns", "consumer_tag", "settle").join(closers, match)
-            .groupBy(*dkey).agg(F.min("c_ts").alias("end_ts"),
-                                F.max(F.when(amb, True).otherwise(False)).alias("ambiguous")))
-    d2 = d1.join(ends, dkey, "left")
-    settle_kind = F.col("settle.s_kind")
+    kind, ts = F.col("kind"), F.col("ts_ns")
+    has_chan = F.col("conn_id").isNotNull() & F.col("epoch").isNotNull()
+    in_chan = _at_or_after(*chan)
+    marked = ops.select(
+        "*",
+        F.min(F.when(kind == "channel_close", ts)).over(in_chan).alias("_chan_end"),
+        F.min(F.when((kind == "channel_close") & F.col("error").isNotNull(), ts))
+        .over(in_chan).alias("_chan_err_end"),
+        F.min(F.when(kind == "cancel", ts))
+        .over(_at_or_after(*chan, F.coalesce(F.col("consumer_tag"), F.lit(""))))
+        .alias("_cancel_end"))
+    settle = F.when(kind.isin("ack", "nack", "reject"), F.struct(
+        ts.alias("s_ts_ns"), F.col("emitter").alias("s_emitter"), F.col("seq").alias("s_seq"),
+        kind.alias("s_kind"), F.col("requeue").alias("s_requeue"),
+        F.least("_conn_err_end", "_chan_err_end").alias("s_err_end")))
+    d = (marked.select("*", F.min(settle).over(_at_or_after(*chan, "delivery_tag"))
+                       .alias("_settle"))
+         .where(kind.isin("deliver", "get_ok")))
+    s = F.when(has_chan & F.col("delivery_tag").isNotNull(), F.col("_settle"))
+    end_ts = F.least(F.when(F.col("conn_id").isNotNull(), F.col("_conn_end")),
+                     F.when(has_chan, F.least("_chan_end", "_cancel_end")))
+    settle_kind = s["s_kind"]
+    is_ack = F.coalesce(settle_kind == "ack", F.lit(False))
     outcome = (F.when(settle_kind == "ack", "ok")
-               .when(settle_kind.isNotNull() & (F.col("settle.s_requeue") == F.lit(False)),
-                     "dropped")
+               .when(settle_kind.isNotNull() & (s["s_requeue"] == F.lit(False)), "dropped")
                .when(settle_kind.isNotNull(), "returned")
-               .when(F.col("end_ts").isNotNull(), "returned")
+               .when(end_ts.isNotNull(), "returned")
                .otherwise("open"))
-    return d2.select(
-        *[c for c in d.columns],
+    ambiguous = is_ack & F.coalesce(s["s_err_end"] <= s["s_ts_ns"] + F.lit(p.ack_grace_ns),
+                                    F.lit(False))
+    return d.select(
+        *base,
         outcome.alias("outcome_d"),
-        (F.coalesce(F.col("ambiguous"), F.lit(False)) & (settle_kind == "ack")).alias("ambiguous"),
-        F.coalesce(F.col("settle.s_ts_ns"), F.col("end_ts")).alias("release_ts"),
-        F.when(settle_kind == "ack", F.col("settle.s_ts_ns")).alias("ok_ts"),
+        ambiguous.alias("ambiguous"),
+        F.coalesce(s["s_ts_ns"], end_ts).alias("release_ts"),
+        F.when(is_ack, s["s_ts_ns"]).alias("ok_ts"),
     )
 
 
@@ -175,34 +211,48 @@ def dark_intervals(h: History) -> DataFrame:
 
 
 def _dark_intervals(h: History) -> DataFrame:
+    # The few points that open a hole (kills, recoveries) cut each server's rows into
+    # segments; one aggregation per segment (its last row, its highest send) replaces
+    # windows over every replica row, and only servers with such points are read.
     rep = h["replica_events"].where(F.col("server").isNotNull())
-    cols = ["queue", "server", "ts_ns", "seq", "kind", "raft_index"]
-    servers = rep.select("queue", "server", "node").distinct()
+    key = ("ts_ns", "is_kill", "seq")
+    points = rep.where(F.col("kind") == "recovered").select(
+        "queue", "server", "ts_ns", F.lit(False).alias("is_kill"), "seq")
     kills = (h["nemesis_events"].where((F.col("kind") == "start") & (F.col("fault") == "kill"))
              .select(F.explode("targets").alias("node"), "ts_ns"))
-    kill_rows = kills.join(servers, "node").select(
-        "queue", "server", "ts_ns", F.lit(-1).cast("long").alias("seq"),
-        F.lit("kill").alias("kind"), F.lit(None).cast("long").alias("raft_index"),
-        F.lit(True).alias("is_kill"))
-    rows = rep.select(*cols, F.lit(False).alias("is_kill")).unionByName(kill_rows)
-    order = Window.partitionBy("queue", "server").orderBy("ts_ns", "is_kill", "seq")
-    before = order.rowsBetween(Window.unboundedPreceding, -1)
-    # "every later row" as a growing frame over the reversed order: Spark recomputes a
-    # frame that shrinks at its start for every row (quadratic in a server's rows)
-    after = (Window.partitionBy("queue", "server")
-             .orderBy(F.col("ts_ns").desc(), F.col("is_kill").desc(), F.col("seq").desc())
-             .rowsBetween(Window.unboundedPreceding, -1))
-    recorded = ~F.col("is_kill")
-    prev = F.last(F.when(recorded, F.struct("ts_ns", "kind", "raft_index")),
-                  ignorenulls=True).over(before)
-    marked = rows.select(
-        "*", prev.alias("prev"),
-        F.max(F.when(F.col("kind") == "local_delivery", F.col("raft_index")))
-        .over(before).alias("sent_upto"),
-        F.min(F.when(F.col("kind") == "recovered", F.col("ts_ns"))).over(after)
-        .alias("next_recovered"))
-    holes = marked.where((F.col("is_kill") | (F.col("kind") == "recovered"))
-                         & F.col("prev").isNotNull())
+    killed = sorted({r["node"] for r in kills.select("node").distinct().collect()
+                     if r["node"] is not None})
+    if killed:  # the servers of killed nodes (nemesis events are few: read them first)
+        servers = rep.where(F.col("node").isin(killed)).select("queue", "server", "node") \
+            .distinct()
+        points = points.unionByName(kills.join(servers, "node").select(
+            "queue", "server", "ts_ns", F.lit(True).alias("is_kill"),
+            F.lit(-1).cast("long").alias("seq")))
+    pk = F.struct(*key)
+    per_server = points.groupBy("queue", "server").agg(
+        F.array_sort(F.collect_list(pk)).alias("pks"))
+    # segment of a recorded row: how many points are at or before it
+    row_key = F.struct("ts_ns", F.lit(False).alias("is_kill"), "seq")
+    segs = (rep.join(F.broadcast(per_server), ["queue", "server"])
+            .select("queue", "server", "kind", "ts_ns", "seq", "raft_index",
+                    F.size(F.filter("pks", lambda k: k <= row_key)).alias("seg"))
+            .groupBy("queue", "server", "seg")
+            .agg(F.max(F.struct("ts_ns", "seq", "kind", "raft_index")).alias("last"),
+                 F.max(F.when(F.col("kind") == "local_delivery", F.col("raft_index")))
+                 .alias("sent")))
+    # rows strictly before the point sit in the segments up to its position
+    pos = F.size(F.filter("pks", lambda k: k < pk))
+    after = F.filter("pks", lambda k: (k > pk) & ~k["is_kill"])
+    marked = (points.join(per_server, ["queue", "server"])
+              .select("queue", "server", "ts_ns", "is_kill", pos.alias("pos"),
+                      F.array_min(after)["ts_ns"].alias("next_recovered")))
+    holes = (marked.join(segs.withColumnRenamed("queue", "s_queue")
+                         .withColumnRenamed("server", "s_server"),
+                         (F.col("s_queue") == F.col("queue"))
+                         & (F.col("s_server") == F.col("server"))
+                         & (F.col("seg") <= F.col("pos")))
+             .groupBy("queue", "server", "ts_ns", "is_kill", "pos", "next_recovered")
+             .agg(F.max("last").alias("prev"), F.max("sent").alias("sent_upto")))
     return holes.select(
         "queue", "server", F.col("prev.ts_ns").alias("dark_from"),
         F.when(F.col("is_kill"), F.coalesce("next_recovered", F.lit(BIG)))
@@ -210,3 +260,48 @@ def _dark_intervals(h: History) -> DataFrame:
         "sent_upto",
         F.when(F.col("prev.kind").isin("applied", "service_queue"), F.col("prev.raft_index"))
         .alias("cut_index")).distinct()
+
+
+def per_index(h: History) -> DataFrame:
+    """One row per `(queue, raft_index)` of the replica log, shared by replica determinism
+    and local delivery: what every server applied there and the decisions and sends
+    made for it, gathered by a single aggregation (one shuffle of the replica rows).
+
+    Columns: `applied` (how many `applied` rows), `applied_ts` / `term` (smallest over
+    the servers), `logs` (distinct `(raft_term, cmd_type, cmd_digest)`), `states`
+    (distinct `state_digest`), `servers` (structs `s`: every server with an `applied`
+    or `service_queue` row), `decisions` (`service_queue` rows: server, msg_id,
+    attempt, consumer_key, consumer_node) and `sends` (`local_delivery` rows: msg_id,
+    attempt, server, ts_ns, sent_key, and `incarnation`, how many times the sender had
+    recovered before the send).
+    """
+    return h.cached("per_index", lambda: _per_index(h))
+
+
+def _per_index(h: History) -> DataFrame:
+    rep = h["replica_events"]
+    kind = F.col("kind")
+    rows = rep.where(kind.isin("applied", "service_queue", "local_delivery"))
+    recoveries = (rep.where(kind == "recovered").groupBy("queue", "server")
+                  .agg(F.collect_list("ts_ns").alias("_recovered")))
+    rows = rows.join(F.broadcast(recoveries), ["queue", "server"], "left")
+    applied = kind == "applied"
+    decided = kind == "service_queue"
+    sent = kind == "local_delivery"
+    ts = F.col("ts_ns")
+    incarnation = F.coalesce(F.size(F.filter("_recovered", lambda t: t <= ts)), F.lit(0))
+    return rows.groupBy("queue", "raft_index").agg(
+        F.count(F.when(applied, 1)).alias("applied"),
+        F.min(F.when(applied, ts)).alias("applied_ts"),
+        F.min(F.when(applied, F.col("raft_term"))).alias("term"),
+        F.collect_set(F.when(applied, F.struct("raft_term", "cmd_type", "cmd_digest")))
+        .alias("logs"),
+        F.collect_set(F.when(applied, F.col("state_digest"))).alias("states"),
+        F.collect_set(F.when(applied | decided, F.struct(F.col("server").alias("s"))))
+        .alias("servers"),
+        F.collect_list(F.when(decided, F.struct("server", "msg_id", "attempt", "consumer_key",
+                                                "consumer_node"))).alias("decisions"),
+        F.collect_list(F.when(sent, F.struct("msg_id", "attempt", "server", "ts_ns",
+                                             F.col("consumer_key").alias("sent_key"),
+                                             incarnation.alias("incarnation"))))
+        .alias("sends"))

@@ -7,7 +7,14 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import CheckResult, count_rows, no_violations, total, vrows
+from analysis.checks.common import (
+    CheckResult,
+    count_rows,
+    lit_map,
+    no_violations,
+    total,
+    vrows,
+)
 from analysis.load import History
 from analysis.model import Params
 
@@ -19,22 +26,26 @@ def run(h: History, p: Params) -> CheckResult:
     if not sources or not h.has("replica_events"):
         status, note = model.dlx_status({}, False, h.drained)
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
-    spark = h.spark
-    targets = spark.createDataFrame(list(sources.items()), "queue string, target string")
     rep = h["replica_events"]
-    discards = (rep.where(F.col("kind") == "dlx_discard").join(targets, "queue")
+    discards = (rep.where((F.col("kind") == "dlx_discard") & F.col("queue").isin(list(sources)))
+                .withColumn("target", lit_map(sources, "string", "string")[F.col("queue")])
                 .groupBy("queue", "target", "msg_id").agg(F.min("ts_ns").alias("ts_ns")))
-    enq = (rep.where((F.col("kind") == "applied") & (F.col("cmd_type") == "enqueue"))
+    # only the dead-letter targets' enqueues and deliveries can answer a discard
+    targets = sorted({t for t in sources.values() if t is not None})
+    enq = (rep.where((F.col("kind") == "applied") & (F.col("cmd_type") == "enqueue")
+                     & F.col("queue").isin(targets))
            .groupBy(F.col("queue").alias("target"), "msg_id")
            .agg(F.count_distinct("raft_index").alias("enqueues")))
-    delivered = (h["client_ops"].where(F.col("kind").isin("deliver", "get_ok"))
+    delivered = (h["client_ops"].where(F.col("kind").isin("deliver", "get_ok")
+                                       & F.col("queue").isin(targets))
                  .select(F.col("queue").alias("target"), "msg_id").distinct()
                  .withColumn("delivered", F.lit(True)))
-    settled = (rep.where(F.col("kind") == "dlx_settled").select("queue", "msg_id").distinct()
+    settled = (rep.where((F.col("kind") == "dlx_settled") & F.col("queue").isin(list(sources)))
+               .select("queue", "msg_id").distinct()
                .withColumn("settled", F.lit(True)))
-    d = (discards.join(enq, ["target", "msg_id"], "left")
-         .join(delivered, ["target", "msg_id"], "left")
-         .join(settled, ["queue", "msg_id"], "left"))
+    d = h.cached("dlx/discards", lambda: discards.join(enq, ["target", "msg_id"], "left")
+                 .join(delivered, ["target", "msg_id"], "left")
+                 .join(settled, ["queue", "msg_id"], "left"))
     arrived = F.col("enqueues").isNotNull() | F.col("delivered").isNotNull()
     kind = F.when(F.col("settled").isNotNull(), "dlx_lost").otherwise("dlx_pending")
     violations = vrows(d.where(~arrived), CHECK, kind, queue=F.col("queue"),

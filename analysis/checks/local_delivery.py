@@ -16,6 +16,7 @@ Two corners are not violations (spec 4.0 and Ra's effect semantics):
 
 from __future__ import annotations
 
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from analysis import model
@@ -26,6 +27,7 @@ from analysis.checks.common import (
     count_rows,
     dark_intervals,
     no_violations,
+    per_index,
     total,
     vrows,
 )
@@ -34,10 +36,6 @@ from analysis.model import Params
 
 CHECK = "local_delivery"
 MSG = ["queue", "msg_id", "attempt"]
-#: a send belongs to the decision it executes: `attempt` (the `x-delivery-count` the
-#: consumer sees) alone may repeat, e.g. a dead-lettered message carries its source's
-#: delivery count into its first delivery from the target
-SEND = [*MSG, "raft_index"]
 
 
 def run(h: History, p: Params) -> CheckResult:
@@ -45,27 +43,85 @@ def run(h: History, p: Params) -> CheckResult:
         status, note = model.simple_status(0, False, "no replica_events")
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
     rep = h["replica_events"]
-    decisions = (rep.where(F.col("kind") == "service_queue")
-                 .select(*MSG, "raft_index", "consumer_key", "consumer_node").distinct())
-    recoveries = rep.where(F.col("kind") == "recovered").select(
-        F.col("queue").alias("r_queue"), F.col("server").alias("r_server"),
-        F.col("ts_ns").alias("r_ts"))
-    raw_sends = rep.where(F.col("kind") == "local_delivery").select(
-        *SEND, F.col("server").alias("sender"), F.col("ts_ns").alias("sent_ts"),
-        F.col("emitter").alias("sent_by"), F.col("seq").alias("sent_seq"),
-        F.col("consumer_key").alias("sent_key"))
-    # incarnation of the sender = how many times it had recovered before the send
-    sends = (raw_sends.join(recoveries, (F.col("r_queue") == F.col("queue"))
-                            & (F.col("r_server") == F.col("sender"))
-                            & (F.col("r_ts") <= F.col("sent_ts")), "left")
-             .groupBy(*raw_sends.columns).agg(F.count("r_ts").alias("incarnation")))
-    # a member's sends of one decision count once per life: the most it sent in any life
-    per_life = sends.groupBy(*SEND, "sender", "incarnation").agg(F.count("*").alias("k"))
-    n_sends = (per_life.groupBy(*SEND, "sender")
-               .agg(F.max("k").alias("k"), F.sum("k").alias("n"))
-               .groupBy(*SEND).agg(F.sum("n").alias("n"), F.sum("k").alias("n_first")))
-    applied = (rep.where(F.col("kind") == "applied").groupBy("queue", "raft_index")
-               .agg(F.min("ts_ns").alias("applied_ts"), F.min("raft_term").alias("term")))
+    dec = h.cached("local_delivery/decisions", lambda: _decisions(h))
+    missing = (F.col("n") == 0) & (F.col("applied_ts").isNull() | (F.col("closed")
+                                                                  > F.col("applied_ts")))
+    missing_v = vrows(dec.where(missing & ~F.col("unrecorded")), CHECK, "missing_send",
+                      queue=F.col("queue"), msg_id=F.col("msg_id"), key=F.col("consumer_key"),
+                      raft_index=F.col("raft_index"), detail=F.col("attempt"))
+    double_v = vrows(dec.where(F.col("n_first") > 1), CHECK, "double_send", queue=F.col("queue"),
+                     msg_id=F.col("msg_id"), key=F.col("consumer_key"),
+                     raft_index=F.col("raft_index"), detail=F.col("n_first"))
+    wrong = (dec.where(F.col("expected").isNotNull() & (F.size("wrong") > 0))
+             .select("*", F.explode("wrong").alias("w")))
+    wrong_v = vrows(wrong, CHECK, "wrong_sender", queue=F.col("queue"), msg_id=F.col("msg_id"),
+                    key=F.col("w.server"), raft_index=F.col("raft_index"),
+                    ts_ns=F.col("w.ts_ns"), detail=F.col("expected"))
+    keyed = (rep.where(F.col("kind") == "local_delivery")
+             .select(*MSG, F.col("consumer_key").alias("ck")).distinct())
+    excused = (dec.where(F.col("unrecorded"))
+               .select(*MSG, F.col("consumer_key").alias("ck")).distinct())
+    client = (h["client_ops"].where(F.col("kind") == "deliver")
+              .withColumn("attempt", F.coalesce("delivery_count", F.lit(0)))
+              .withColumn("ck", consumer_key()))
+    orphan = client.join(keyed, [*MSG, "ck"], "left_anti")
+    orphan_v = vrows(orphan.join(excused, [*MSG, "ck"], "left_anti"), CHECK, "orphan_delivery",
+                     queue=F.col("queue"), msg_id=F.col("msg_id"), key=F.col("ck"),
+                     ts_ns=F.col("ts_ns"), detail=F.col("attempt"))
+    violations = (missing_v.unionByName(double_v).unionByName(wrong_v)
+                  .unionByName(orphan_v))
+    counts = count_rows(dec, decisions=F.count(F.lit(1)),
+                        unrecorded_decisions=total(missing & F.col("unrecorded")))
+    counts.update(count_rows(
+        orphan.join(excused, [*MSG, "ck"], "left_semi")
+        .select(F.lit(1).alias("o"), F.lit(0).alias("r"))
+        .unionByName(per_index(h).select(F.lit(0).alias("o"), _resent().alias("r"))),
+        unrecorded_deliveries=F.sum("o"), resent_after_restart=F.sum("r")))
+    return CheckResult(CHECK, None, counts["decisions"], violations, counts,
+                       model.unrecorded_note(counts))
+
+
+def _first_sends(sends: Column) -> Column:
+    """Sends of one decision that count: a member's sends count once per life, so each
+    sender contributes the most it sent in any one incarnation."""
+    senders = F.array_distinct(F.transform(sends, lambda x: x["server"]))
+
+    def most_in_a_life(server: Column) -> Column:
+        lives = F.transform(F.filter(sends, lambda x: x["server"].eqNullSafe(server)),
+                            lambda x: x["incarnation"])
+        return F.array_max(F.transform(F.array_distinct(lives),
+                                       lambda i: F.size(F.filter(lives, lambda j: j == i))))
+
+    return F.aggregate(senders, F.lit(0), lambda acc, server: acc + most_in_a_life(server))
+
+
+def _resent() -> Column:
+    """Surplus sends of an index beyond those that count (restarted members re-sending)."""
+    sends = F.col("sends")
+    keys = F.array_distinct(F.transform(sends, lambda x: F.struct(x["msg_id"], x["attempt"])))
+    counted = F.aggregate(keys, F.lit(0), lambda acc, k: acc + _first_sends(F.filter(
+        sends, lambda x: x["msg_id"].eqNullSafe(k["msg_id"])
+        & x["attempt"].eqNullSafe(k["attempt"]))))
+    return F.size(sends) - counted
+
+
+def _decisions(h: History) -> DataFrame:
+    """One row per distinct service-queue decision with its sends, expected sender,
+    whether its consumer had gone and whether a hole in the record may hide its send."""
+    rep = h["replica_events"]
+    idx = per_index(h)
+    fields = ("msg_id", "attempt", "consumer_key", "consumer_node")
+    distinct = F.array_distinct(F.transform(
+        "decisions", lambda d: F.struct(*[d[c].alias(c) for c in fields])))
+    dec = idx.select("queue", "raft_index", "applied_ts", "term", "sends",
+                     F.explode(distinct).alias("d"))
+    # a send belongs to the decision it executes, (msg_id, attempt) at the same index:
+    # `attempt` (the `x-delivery-count` the consumer sees) alone may repeat, e.g. a
+    # dead-lettered message carries its source's delivery count into its first
+    # delivery from the target
+    dec = dec.select("queue", "raft_index", "applied_ts", "term", "d.*", F.filter(
+        "sends", lambda x: (x["msg_id"] == F.col("d.msg_id"))
+        & (x["attempt"] == F.col("d.attempt"))).alias("own"))
     leaders = (rep.where(F.col("kind") == "leader_elected")
                .groupBy(F.col("queue").alias("l_queue"), F.col("raft_term").alias("l_term"))
                .agg(F.min("leader").alias("term_leader")))
@@ -78,63 +134,28 @@ def run(h: History, p: Params) -> CheckResult:
                             .alias("chan")).agg(F.min("ts_ns").alias("chan_closed")))
     conn_closes = (ops.where(F.col("kind") == "conn_close").groupBy(F.col("conn_id").alias("conn"))
                    .agg(F.min("ts_ns").alias("conn_closed")))
-    dec = (decisions.join(n_sends, SEND, "left").join(applied, ["queue", "raft_index"], "left")
-           .withColumn("parts", F.split("consumer_key", "/"))
-           .withColumn("conn", F.get("parts", 0))
-           .withColumn("chan", F.concat_ws("/", F.get("parts", 0),
-                                           F.coalesce(F.get("parts", 1), F.lit(""))))
-           .join(chan_closes, "chan", "left").join(conn_closes, "conn", "left")
-           .join(members, ["queue", "consumer_node"], "left")
-           .join(leaders, (F.col("queue") == F.col("l_queue"))
+    parts = F.split("consumer_key", "/")
+    dec = (dec.withColumn("conn", F.get(parts, 0))
+           .withColumn("chan", F.concat_ws("/", F.get(parts, 0), F.coalesce(F.get(parts, 1),
+                                                                            F.lit(""))))
+           .join(F.broadcast(chan_closes), "chan", "left")
+           .join(F.broadcast(conn_closes), "conn", "left")
+           .join(F.broadcast(members), ["queue", "consumer_node"], "left")
+           .join(F.broadcast(leaders), (F.col("queue") == F.col("l_queue"))
                  & (F.col("term") == F.col("l_term")), "left")
            .withColumn("expected", F.coalesce("member", "term_leader")))
     holes = dark_intervals(h).select(F.col("queue").alias("d_queue"),
                                      F.col("server").alias("d_server"), "dark_to", "sent_upto")
     dec_key = [*MSG, "raft_index", "consumer_key", "consumer_node"]
-    unsent = dec.where(F.col("n").isNull())
-    unrecorded = (unsent.join(holes, (F.col("d_queue") == F.col("queue"))
+    unsent = dec.where(F.size("own") == 0)
+    unrecorded = (unsent.join(F.broadcast(holes), (F.col("d_queue") == F.col("queue"))
                               & (F.col("d_server") == F.col("expected"))
                               & (F.col("applied_ts") <= F.col("dark_to"))
                               & (F.coalesce("sent_upto", F.lit(-1)) <= F.col("raft_index")))
                   .select(*dec_key).distinct().withColumn("unrecorded", F.lit(True)))
-    dec = dec.join(unrecorded, dec_key, "left").withColumn(
-        "unrecorded", F.coalesce("unrecorded", F.lit(False)))
     closed = F.least(F.coalesce("chan_closed", F.lit(BIG)), F.coalesce("conn_closed", F.lit(BIG)))
-    missing = (F.col("n").isNull() & (F.col("applied_ts").isNull()
-                                      | (closed > F.col("applied_ts"))))
-    missing_v = vrows(dec.where(missing & ~F.col("unrecorded")), CHECK, "missing_send",
-                      queue=F.col("queue"), msg_id=F.col("msg_id"), key=F.col("consumer_key"),
-                      raft_index=F.col("raft_index"), detail=F.col("attempt"))
-    double_v = vrows(dec.where(F.col("n_first") > 1), CHECK, "double_send", queue=F.col("queue"),
-                     msg_id=F.col("msg_id"), key=F.col("consumer_key"),
-                     raft_index=F.col("raft_index"), detail=F.col("n_first"))
-    expected = dec.where(F.col("n").isNotNull()).join(sends, SEND)
-    wrong_v = vrows(expected.where(F.col("expected").isNotNull()
-                                   & (F.col("sender") != F.col("expected"))),
-                    CHECK, "wrong_sender", queue=F.col("queue"), msg_id=F.col("msg_id"),
-                    key=F.col("sender"), raft_index=F.col("raft_index"),
-                    ts_ns=F.col("sent_ts"), detail=F.col("expected"))
-    keyed = sends.select(*MSG, F.col("sent_key").alias("ck")).distinct()
-    excused = (dec.where(F.col("unrecorded"))
-               .select(*MSG, F.col("consumer_key").alias("ck")).distinct())
-    client = (ops.where(F.col("kind") == "deliver")
-              .withColumn("attempt", F.coalesce("delivery_count", F.lit(0)))
-              .withColumn("ck", consumer_key()))
-    orphan = client.join(keyed, [*MSG, "ck"], "left_anti")
-    orphan_v = vrows(orphan.join(excused, [*MSG, "ck"], "left_anti"), CHECK, "orphan_delivery",
-                     queue=F.col("queue"), msg_id=F.col("msg_id"), key=F.col("ck"),
-                     ts_ns=F.col("ts_ns"), detail=F.col("attempt"))
-    violations = (missing_v.unionByName(double_v).unionByName(wrong_v)
-                  .unionByName(orphan_v))
-    # one Spark job for every count
-    excused_n = orphan.join(excused, [*MSG, "ck"], "left_semi").agg(
-        F.count(F.lit(1)).alias("unrecorded_deliveries"))
-    resent = n_sends.agg(F.sum(F.col("n") - F.col("n_first")).alias("resent_after_restart"))
-    counts = count_rows(dec.agg(F.count(F.lit(1)).alias("decisions"),
-                                total(missing & F.col("unrecorded")).alias("unrecorded_decisions"))
-                        .crossJoin(excused_n).crossJoin(resent),
-                        **{k: F.first(k) for k in ("decisions", "unrecorded_decisions",
-                                                   "unrecorded_deliveries",
-                                                   "resent_after_restart")})
-    return CheckResult(CHECK, None, counts["decisions"], violations, counts,
-                       model.unrecorded_note(counts))
+    return (dec.join(unrecorded, dec_key, "left").select(
+        *dec_key, "applied_ts", "expected", closed.alias("closed"),
+        F.coalesce("unrecorded", F.lit(False)).alias("unrecorded"),
+        F.size("own").alias("n"), _first_sends(F.col("own")).alias("n_first"),
+        F.filter("own", lambda x: x["server"] != F.col("expected")).alias("wrong")))

@@ -19,7 +19,6 @@ from analysis.checks.common import (
     ORDER,
     CheckResult,
     chan_key,
-    client_with_epochs,
     consumer_key,
     count_rows,
     deliveries,
@@ -44,7 +43,7 @@ def _skipped(h: History, check: str, why: str) -> CheckResult:
 
 def channel_fifo(h: History, p: Params) -> CheckResult:
     check = "ordering_channel_fifo"
-    d = client_with_epochs(h).where(F.col("kind").isin("deliver", "get_ok"))
+    d = deliveries(h, p)
     published = (h["client_ops"].where(F.col("kind") == "publish").groupBy("msg_id")
                  .agg(F.min(F.struct(*ORDER, "queue")).alias("p"))
                  .select("msg_id", F.col("p.queue").alias("pub_queue")))
@@ -82,9 +81,7 @@ def consumer_monotonic(h: History, p: Params) -> CheckResult:
     check = "ordering_consumer_monotonic"
     if not h.has("replica_events"):
         return _skipped(h, check, "no replica_events")
-    firsts = (client_with_epochs(h).where(F.col("kind").isin("deliver", "get_ok")
-                                          & first_attempt())
-              .join(enqueue_pos(h), ["queue", "msg_id"]))
+    firsts = deliveries(h, p).where(first_attempt()).join(enqueue_pos(h), ["queue", "msg_id"])
     w = Window.partitionBy("queue", *_consumer()).orderBy("delivery_tag")
     prev = firsts.select("*", F.lag("pos").over(w).alias("prev_pos"),
                          F.lag("msg_id").over(w).alias("prev_id"))

@@ -4,6 +4,10 @@ order, and at most one leader is elected per term.
 
 A server killed while recording an apply may have lost that index's decisions (spec
 4.0): such (server, index) pairs are left out of decision agreement and counted.
+
+Log, state and decision agreement are read from `common.per_index` (one aggregation
+per log index, shared with local delivery); apply order needs each server's rows in
+time order, a window.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from analysis.checks.common import (
     count_rows,
     dark_intervals,
     no_violations,
+    per_index,
     vrows,
 )
 from analysis.load import History
@@ -31,32 +36,29 @@ def run(h: History, p: Params) -> CheckResult:
         status, note = model.simple_status(0, False, "no replica_events")
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
     rep = h["replica_events"]
-    applied = rep.where(F.col("kind") == "applied")
     idx = ["queue", "raft_index"]
-    # count_distinct ignores rows with a null member: compare whole structs instead
-    log = (applied.groupBy(*idx)
-           .agg(F.size(F.collect_set(F.struct("raft_term", "cmd_type", "cmd_digest")))
-                .alias("n")))
-    log_v = vrows(log.where(F.col("n") > 1), CHECK, "log_disagreement", queue=F.col("queue"),
-                  raft_index=F.col("raft_index"), detail=F.col("n"))
-    state = (applied.where(F.col("state_digest").isNotNull()).groupBy(*idx)
-             .agg(F.count_distinct("state_digest").alias("n")))
-    state_v = vrows(state.where(F.col("n") > 1), CHECK, "state_disagreement",
-                    queue=F.col("queue"), raft_index=F.col("raft_index"), detail=F.col("n"))
-    decided = (rep.where(F.col("kind") == "service_queue")
-               .groupBy(*idx, "server")
-               .agg(F.to_json(F.sort_array(F.collect_set(
-                   F.struct("msg_id", "consumer_key", "attempt")))).alias("set")))
-    servers = applied.select(*idx, "server").unionByName(decided.select(*idx, "server")) \
-        .distinct()
     cut = (dark_intervals(h).where(F.col("cut_index").isNotNull())
            .select("queue", F.col("cut_index").alias("raft_index"), "server").distinct())
-    per_server = (servers.join(cut, [*idx, "server"], "left_anti")
-                  .join(decided, [*idx, "server"], "left")
-                  .select(*idx, F.coalesce("set", F.lit("[]")).alias("set")))
-    dec = per_server.groupBy(*idx).agg(F.count_distinct("set").alias("n"))
-    dec_v = vrows(dec.where(F.col("n") > 1), CHECK, "decision_disagreement",
-                  queue=F.col("queue"), raft_index=F.col("raft_index"), detail=F.col("n"))
+    cut_at = cut.groupBy(*idx).agg(F.collect_list("server").alias("cut"))
+    # decision agreement: the set of decisions of every server that applied the index
+    # (a server cut off while recording that apply is left out)
+    decisions = F.col("decisions")
+    sets = F.transform(
+        F.filter("servers", lambda x: ~F.coalesce(F.array_contains(F.col("cut"), x["s"]),
+                                                  F.lit(False))),
+        lambda x: F.array_sort(F.array_distinct(F.transform(
+            F.filter(decisions, lambda d: d["server"].eqNullSafe(x["s"])),
+            lambda d: F.struct(d["msg_id"], d["consumer_key"], d["attempt"])))))
+    per = (per_index(h).join(F.broadcast(cut_at), idx, "left")
+           .select(*idx, F.size("logs").alias("n_log"), F.size("states").alias("n_state"),
+                   F.size(F.array_distinct(sets)).alias("n_dec")))
+    log_v = vrows(per.where(F.col("n_log") > 1), CHECK, "log_disagreement",
+                  queue=F.col("queue"), raft_index=F.col("raft_index"), detail=F.col("n_log"))
+    state_v = vrows(per.where(F.col("n_state") > 1), CHECK, "state_disagreement",
+                    queue=F.col("queue"), raft_index=F.col("raft_index"),
+                    detail=F.col("n_state"))
+    dec_v = vrows(per.where(F.col("n_dec") > 1), CHECK, "decision_disagreement",
+                  queue=F.col("queue"), raft_index=F.col("raft_index"), detail=F.col("n_dec"))
     w = Window.partitionBy("queue", "server").orderBy(*ORDER)
     seqs = (rep.where(F.col("kind").isin("applied", "snapshot_installed", "recovered"))
             .select("*", F.lag("raft_index").over(w).alias("prev")))
@@ -75,7 +77,7 @@ def run(h: History, p: Params) -> CheckResult:
                     detail=F.col("n"))
     violations = (log_v.unionByName(state_v).unionByName(dec_v).unionByName(order_v)
                   .unionByName(elect_v))
-    counts = count_rows(applied.agg(F.count(F.lit(1)).alias("applied"))
+    counts = count_rows(per_index(h).agg(F.sum("applied").alias("applied"))
                         .crossJoin(cut.agg(F.count(F.lit(1)).alias("unrecorded_indexes"))),
                         applied=F.first("applied"),
                         unrecorded_indexes=F.first("unrecorded_indexes"))

@@ -8,131 +8,163 @@ a message is followed along its dead-letter chain (a `dlx_discard` from a queue,
 delivery from its target, moves it on) and judged in the last queue it reached. There
 it may have been *dropped* rather than lost: rejected without requeue, or returned past
 the queue's delivery limit, by a queue with no dead-letter target.
+
+Everything about a message is gathered by one aggregation keyed by `msg_id` (its
+publishes, completions, deliveries and discards), and the per-message verdict is read
+from that row with array functions: one shuffle for the whole check, and a cached
+per-message frame from which the counts and the violation rows are both taken.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import CheckResult, chan_key, count_rows, deliveries, total, vrows
+from analysis.checks.common import CheckResult, count_rows, deliveries, lit_map, total, vrows
 from analysis.load import History
 from analysis.model import Params
 
 CHECK = "total_queue"
+DELIVERY = ("queue", "outcome_d", "ambiguous", "delivery_count", "body_digest", "ts_ns",
+            "conn_id", "channel_id")
 
 
 def run(h: History, p: Params) -> CheckResult:
-    ops = h["client_ops"]
-    pubs = (ops.where(F.col("kind") == "publish").groupBy("msg_id")
-            .agg(F.min(F.struct("ts_ns", "emitter", "seq", "queue", "body_digest")).alias("p"))
-            .select("msg_id", F.col("p.queue").alias("pub_queue"),
-                    F.col("p.body_digest").alias("pub_digest")))
-    confirmed = ops.where(F.col("kind") == "confirm").select("msg_id").distinct() \
-        .withColumn("conf", F.lit(True))
-    nacked = ops.where(F.col("kind") == "pub_nack").select("msg_id").distinct() \
-        .withColumn("nack", F.lit(True))
-    d = deliveries(h, p).join(pubs, "msg_id", "left")
-    unexpected = vrows(d.where(F.col("pub_queue").isNull()), CHECK, "unexpected",
-                       queue=F.col("queue"), msg_id=F.col("msg_id"), key=chan_key(),
-                       ts_ns=F.col("ts_ns"))
-    bad_body = vrows(d.where(F.col("pub_queue").isNotNull() & F.col("pub_digest").isNotNull()
-                             & F.col("body_digest").isNotNull()
-                             & (F.col("pub_digest") != F.col("body_digest"))),
-                     CHECK, "unexpected_body", queue=F.col("queue"), msg_id=F.col("msg_id"),
-                     key=chan_key(), ts_ns=F.col("ts_ns"))
-    dlx_queues = h.meta.dlx_queues()
-    explained = ((F.col("outcome_d") == "returned") | F.col("ambiguous")
-                 | ((F.col("outcome_d") == "dropped") & F.col("queue").isin(dlx_queues)))
-    per_msg = (d.where(F.col("pub_queue").isNotNull()).groupBy("msg_id")
-               .agg(F.count("*").alias("k"), total(explained).alias("explained"),
-                    total(F.col("outcome_d") == "ok").alias("oks")))
+    msgs = h.cached(f"total_queue/{p.ack_grace_ns}", lambda: _messages(h, p))
     drained = h.drained
-    msgs = (pubs.join(per_msg, "msg_id", "left").join(confirmed, "msg_id", "left")
-            .join(nacked, "msg_id", "left")
-            .select("msg_id", "pub_queue",
-                    F.coalesce("k", F.lit(0)).alias("k"),
-                    (F.coalesce("k", F.lit(0)) - 1 - F.coalesce("explained", F.lit(0)))
-                    .alias("extra"),
-                    F.coalesce("oks", F.lit(0)).alias("oks"),
-                    F.coalesce("conf", F.lit(False)).alias("conf"),
-                    (F.coalesce("nack", F.lit(False)) & ~F.coalesce("conf", F.lit(False)))
-                    .alias("nack")))
-    msgs = msgs.join(_fates(h, pubs, d), "msg_id", "left")
-    dup = (F.col("k") > 0) & (F.col("extra") > 0)
-    dropped = (F.col("oks") == 0) & F.coalesce(F.col("dropped"), F.lit(False))
-    lost = F.lit(drained) & F.col("conf") & (F.col("oks") == 0) & ~dropped
-    lost_kind = F.when(F.coalesce(F.col("k_end"), F.lit(0)) > 0, "lost_delivered_never_acked") \
+    dup = F.col("has_pub") & (F.col("k") > 0) & (F.col("extra") > 0)
+    lost = F.col("has_pub") & F.lit(drained) & F.col("conf") & (F.col("oks") == 0) \
+        & ~F.col("dropped")
+    lost_kind = F.when(F.col("k_end") > 0, "lost_delivered_never_acked") \
         .otherwise("lost_never_delivered")
-    end_queue = F.coalesce(F.col("end_queue"), F.col("pub_queue"))
+    bad = msgs.where(F.size("bad") > 0).select("msg_id", F.explode("bad").alias("b"))
     violations = (
-        unexpected.unionByName(bad_body)
+        vrows(bad, CHECK, F.col("b.violation"), queue=F.col("b.queue"), msg_id=F.col("msg_id"),
+              key=F.concat_ws("/", F.col("b.conn_id"), F.col("b.channel_id").cast("string")),
+              ts_ns=F.col("b.ts_ns"))
         .unionByName(vrows(msgs.where(dup), CHECK, "duplicated_beyond_redelivery",
                            queue=F.col("pub_queue"), msg_id=F.col("msg_id"),
                            detail=F.col("extra")))
-        .unionByName(vrows(msgs.where(lost), CHECK, lost_kind, queue=end_queue,
+        .unionByName(vrows(msgs.where(lost), CHECK, lost_kind, queue=F.col("end_queue"),
                            msg_id=F.col("msg_id"),
-                           detail=F.when(end_queue != F.col("pub_queue"),
+                           detail=F.when(F.col("end_queue") != F.col("pub_queue"),
                                          F.concat(F.lit("dead-lettered from "),
                                                   F.col("pub_queue")))))
     )
-    ok = F.col("oks") > 0
+    pub = F.col("has_pub")
+    ok = pub & (F.col("oks") > 0)
+    conf = pub & F.col("conf")
+    nack = pub & F.col("nack") & ~F.col("conf")
     counts = count_rows(
         msgs,
-        attempted=F.count("*"), confirmed=total(F.col("conf")), nacked=total(F.col("nack")),
-        settled_ok=total(ok), duplicated=total(F.col("oks") > 1),
+        attempted=total(pub), confirmed=total(conf), nacked=total(nack),
+        settled_ok=total(ok), duplicated=total(pub & (F.col("oks") > 1)),
         duplicated_beyond_redelivery=total(dup),
         recovered_nacked=total(ok & ~F.col("conf") & F.col("nack")),
         recovered_indeterminate=total(ok & ~F.col("conf") & ~F.col("nack")),
         lost=total(lost),
-        lost_never_delivered=total(lost & (F.coalesce(F.col("k_end"), F.lit(0)) == 0)),
-        lost_delivered_never_acked=total(lost & (F.coalesce(F.col("k_end"), F.lit(0)) > 0)),
-        dead_lettered=total(end_queue != F.col("pub_queue")), dropped=total(dropped),
+        lost_never_delivered=total(lost & (F.col("k_end") == 0)),
+        lost_delivered_never_acked=total(lost & (F.col("k_end") > 0)),
+        dead_lettered=total(pub & (F.col("end_queue") != F.col("pub_queue"))),
+        dropped=total(pub & (F.col("oks") == 0) & F.col("dropped")),
+        deliveries=F.sum("n_deliveries"), unexpected=F.sum(F.size("bad")),
     )
-    counts.update(count_rows(d, deliveries=F.count("*"),
-                             unexpected=total(F.col("pub_queue").isNull()
-                                              | (F.col("pub_digest") != F.col("body_digest")))))
     counts["indeterminate"] = counts["attempted"] - counts["confirmed"] - counts["nacked"]
     status, note = model.total_queue_status(counts, drained, h.meta.drain_expected)
     return CheckResult(CHECK, status, counts["attempted"], violations, counts, note)
 
 
-def _fates(h: History, pubs: DataFrame, d: DataFrame) -> DataFrame:
-    """Per published message: `end_queue`, the last queue of its dead-letter chain it
-    reached; `k_end`, its deliveries there; `dropped`, whether that queue dropped it."""
+def _messages(h: History, p: Params) -> DataFrame:
+    """One row per message id seen in a publish, completion, delivery or discard."""
     meta = h.meta
-    chain = [(q, target, depth) for q in meta.queues
-             for depth, target in enumerate(meta.dlx_chain(q), start=1)]
-    confs = [(q, bool(c.get("dlx_target")), meta.delivery_limit(q))
-             for q, c in meta.queues.items()]
-    spark = h.spark
-    chains = spark.createDataFrame(chain, "pub_queue string, queue string, depth int")
-    queues = spark.createDataFrame(confs, "end_queue string, has_dlx boolean, lim long")
-    targets = spark.createDataFrame([(q, t) for q, t, depth in chain if depth == 1],
-                                    "src string, queue string")
-    seen = d.select("msg_id", "queue")
-    if h.has("replica_events"):
-        discards = (h["replica_events"].where(F.col("kind") == "dlx_discard")
-                    .select("msg_id", F.col("queue").alias("src")).join(targets, "src"))
-        seen = seen.unionByName(discards.select("msg_id", "queue"))
-    ends = (pubs.select("msg_id", "pub_queue").join(chains, "pub_queue")
-            .join(seen.distinct(), ["msg_id", "queue"])
-            .groupBy("msg_id").agg(F.max(F.struct("depth", "queue")).alias("e"))
-            .select("msg_id", F.col("e.queue").alias("end_queue")))
-    returned = F.col("outcome_d") == "returned"
-    per_queue = d.groupBy("msg_id", F.col("queue").alias("end_queue")).agg(
-        F.count("*").alias("k_end"), total(F.col("outcome_d") == "dropped").alias("drops"),
-        total(returned).alias("returns"),
-        F.max(F.when(returned, F.coalesce(F.col("delivery_count"), F.lit(0)) + 1))
-        .alias("counted"))
-    past_limit = F.greatest(F.col("returns"), F.coalesce(F.col("counted"), F.lit(0))) \
-        > F.col("lim")
-    return (pubs.select("msg_id", "pub_queue").join(ends, "msg_id", "left")
-            .select("msg_id", F.coalesce("end_queue", "pub_queue").alias("end_queue"))
-            .join(per_queue, ["msg_id", "end_queue"], "left")
-            .join(queues, "end_queue", "left")
-            .select("msg_id", "end_queue", "k_end",
-                    (~F.coalesce(F.col("has_dlx"), F.lit(False))
-                     & ((F.col("drops") > 0) | F.coalesce(past_limit, F.lit(False))))
-                    .alias("dropped")))
+    ops = h["client_ops"]
+    none = F.lit(None)
+    pub_t = F.struct("ts_ns", "emitter", "seq", "queue", "body_digest")
+    d = deliveries(h, p)
+    pub_type = ops.select(pub_t.alias("x")).schema["x"].dataType
+    del_type = d.select(F.struct(*DELIVERY).alias("x")).schema["x"].dataType
+
+    def part(df: DataFrame, t: Column, pub: Column | None, dlv: Column | None,
+             target: Column | None) -> DataFrame:
+        return df.select("msg_id", t.alias("t"), (none if pub is None else pub).cast(pub_type)
+                         .alias("pub"), (none if dlv is None else dlv).cast(del_type).alias("del"),
+                         (none if target is None else target).cast("string").alias("target"))
+
+    rows = (part(ops.where(F.col("kind").isin("publish", "confirm", "pub_nack")), F.col("kind"),
+                 F.when(F.col("kind") == "publish", pub_t), None, None)
+            .unionByName(part(d, F.lit("deliver"), None, F.struct(*DELIVERY), None)))
+    targets = {q: c["dlx_target"] for q, c in meta.queues.items() if c.get("dlx_target")}
+    if targets:
+        discards = h["replica_events"].where(F.col("kind") == "dlx_discard")
+        rows = rows.unionByName(part(discards, F.lit("dlx_discard"), None, None,
+                                     lit_map(targets, "string", "string")[F.col("queue")]))
+    agg = rows.groupBy("msg_id").agg(
+        F.array_min(F.collect_list("pub")).alias("p"),
+        F.max(F.col("t") == "confirm").alias("conf"),
+        F.max(F.col("t") == "pub_nack").alias("nack"),
+        F.collect_list("del").alias("dels"),
+        F.collect_set("target").alias("disc"))
+    return agg.select(
+        "msg_id", F.col("p").isNotNull().alias("has_pub"),
+        F.col("p.queue").alias("pub_queue"), F.col("p.body_digest").alias("pub_digest"),
+        F.coalesce("conf", F.lit(False)).alias("conf"),
+        F.coalesce("nack", F.lit(False)).alias("nack"), "dels", "disc",
+    ).select("*", *_verdict(meta)).drop("dels", "disc", "pub_digest")
+
+
+def _verdict(meta: model.RunConfig) -> list[Column]:
+    """Per-message columns computed from its deliveries (`dels`) and discards (`disc`)."""
+    dels = F.col("dels")
+    dlx_queues = meta.dlx_queues()
+
+    def is_dlx_queue(q: Column) -> Column:
+        return q.isin(dlx_queues) if dlx_queues else F.lit(False)
+
+    explained = F.size(F.filter(dels, lambda x: (x["outcome_d"] == "returned") | x["ambiguous"]
+                                | ((x["outcome_d"] == "dropped") & is_dlx_queue(x["queue"]))))
+    k = F.size(dels)
+    oks = F.size(F.filter(dels, lambda x: x["outcome_d"] == "ok"))
+    # the last queue of the message's dead-letter chain it reached
+    chain = {q: [(depth, t) for depth, t in enumerate(meta.dlx_chain(q), start=1)]
+             for q in meta.queues}
+    chain = {q: c for q, c in chain.items() if c}
+    seen = F.array_union(F.transform(dels, lambda x: x["queue"]), F.col("disc"))
+    if chain:
+        reached = F.filter(_chain_map(chain)[F.col("pub_queue")],
+                           lambda c: F.array_contains(seen, c["queue"]))
+        end_queue = F.coalesce(F.array_max(reached)["queue"], F.col("pub_queue"))
+    else:
+        end_queue = F.col("pub_queue")
+    there = F.filter(dels, lambda x: x["queue"] == end_queue)
+    returned = F.filter(there, lambda x: x["outcome_d"] == "returned")
+    counted = F.array_max(F.transform(returned, lambda x: F.coalesce(x["delivery_count"],
+                                                                     F.lit(0)) + 1))
+    limits = {q: meta.delivery_limit(q) for q in meta.queues}
+    limits = {q: lim for q, lim in limits.items() if lim is not None}
+    lim = lit_map(limits, "string", "bigint")[end_queue] if limits else F.lit(None)
+    has_dlx = is_dlx_queue(end_queue)
+    past_limit = F.greatest(F.size(returned), F.coalesce(counted, F.lit(0))) > lim
+    drops = F.size(F.filter(there, lambda x: x["outcome_d"] == "dropped"))
+    dropped = ~F.coalesce(has_dlx, F.lit(False)) & ((drops > 0)
+                                                    | F.coalesce(past_limit, F.lit(False)))
+    has_pub = F.col("has_pub")
+    digest = F.col("pub_digest")
+    bad = F.filter(F.transform(dels, lambda x: F.struct(
+        F.when(~has_pub, F.lit("unexpected"))
+        .when(digest.isNotNull() & x["body_digest"].isNotNull()
+              & (digest != x["body_digest"]), F.lit("unexpected_body")).alias("violation"),
+        x["queue"].alias("queue"), x["ts_ns"].alias("ts_ns"), x["conn_id"].alias("conn_id"),
+        x["channel_id"].alias("channel_id"))), lambda b: b["violation"].isNotNull())
+    return [k.alias("k"), (k - 1 - explained).alias("extra"), oks.alias("oks"),
+            end_queue.alias("end_queue"), F.size(there).alias("k_end"),
+            dropped.alias("dropped"), k.alias("n_deliveries"), bad.alias("bad")]
+
+
+def _chain_map(chain: dict[str, list[tuple[int, str]]]) -> Column:
+    """pub_queue -> [(depth, queue)] of its dead-letter chain, as a literal map."""
+    pairs = []
+    for q, c in sorted(chain.items()):
+        pairs += [F.lit(q), F.array(*[F.struct(F.lit(d).alias("depth"), F.lit(t).alias("queue"))
+                                      for d, t in c])]
+    return F.create_map(*pairs)
