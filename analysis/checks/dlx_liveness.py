@@ -64,7 +64,9 @@ def run(h: History, p: Params) -> CheckResult:
                             "left_semi")
     running = (checkouts.where(F.col("ts_ns") <= at).join(ended, "pid", "left_anti")
                .join(killed.select("pid"), "pid", "left_anti"))
-    queues = h.spark.createDataFrame([(q,) for q in sources], "queue string")
+    # made in the JVM: a DataFrame from a Python list would start a Python worker
+    queues = h.spark.range(1).select(
+        F.explode(F.array(*[F.lit(q) for q in sources])).alias("queue"))
     leaders = (rep.where((F.col("kind") == "leader_elected") & (F.col("ts_ns") <= at)
                          & F.col("queue").isin(sources))
                .groupBy("queue")
