@@ -4,23 +4,8 @@ and `internal_user:update_limits` do)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from broker.metadata import MetadataMachine, MetadataState
 from channel.auth import User
-
-
-class Store:
-    def __init__(self) -> None:
-        self.machine = MetadataMachine()
-        self.state: MetadataState = self.machine.init({})
-        self.index = 0
-
-    def apply(self, cmd: Any) -> Any:
-        self.index += 1
-        self.state, (_index, reply), _effects = self.machine.apply(
-            {"index": self.index}, cmd, self.state)
-        return reply
+from tests.broker.store_support import Store
 
 
 def test_vhost_limits_replace_the_previous_definition_and_clear() -> None:

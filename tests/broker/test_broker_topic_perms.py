@@ -13,25 +13,14 @@ import pika.exceptions as pex
 import pytest
 
 from broker import ctl as ctl_cli
-from broker.metadata import MetadataMachine, MetadataState
 from channel.auth import User
 from channel.permissions import ALL
 from channel.topic_permissions import TopicPermission
+from tests.broker import store_support
 from tests.broker.broker_support import BrokerProc, ctl, ctl_json, running_cluster
 
 
-class Store:
-    def __init__(self) -> None:
-        self.machine = MetadataMachine()
-        self.state: MetadataState = self.machine.init({})
-        self.index = 0
-
-    def apply(self, cmd: Any) -> Any:
-        self.index += 1
-        self.state, (_index, reply), _effects = self.machine.apply(
-            {"index": self.index}, cmd, self.state)
-        return reply
-
+class Store(store_support.Store):
     def topic(self, user: str) -> dict[str, dict[str, TopicPermission]]:
         return {vh: dict(per) for vh, per in self.state.users[user].topic_permissions.items()}
 
