@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import gevent
+import pika.exceptions as pex
 import pytest
 
 from actors import Node
@@ -113,3 +114,24 @@ def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 10.0) 
         if gevent.get_hub().loop.now() > deadline:
             raise AssertionError(f"never happened: {what}")
         gevent.sleep(0.005)
+
+
+def refused(conn: Any, op: Callable[[Any], Any]) -> tuple[int, str]:
+    """Run `op` on a new channel of a pika connection, expecting the broker to close
+    that channel: its reply code and text."""
+    def work() -> tuple[int, str]:
+        ch = conn.channel()
+        with pytest.raises(pex.ChannelClosedByBroker) as info:
+            op(ch)
+        return info.value.reply_code, info.value.reply_text
+    return client(work)
+
+
+def ok(conn: Any, op: Callable[[Any], Any]) -> Any:
+    """Run `op` on a new channel of a pika connection that must stay open; its result."""
+    def work() -> Any:
+        ch = conn.channel()
+        result = op(ch)
+        ch.close()
+        return result
+    return client(work)

@@ -14,7 +14,7 @@ import pytest
 from channel.auth import User
 from channel.errors import AmqpError
 from channel.permissions import Permission, check_resource_access
-from tests.channel.conftest import Broker, client
+from tests.channel.conftest import Broker, client, ok, refused
 
 
 def params(broker: Broker, user: str = "u", password: str = "p",
@@ -46,24 +46,6 @@ def setup(broker: Broker) -> Iterator[Callable[[Permission], pika.BlockingConnec
 
 
 NOTHING = Permission("", "", "")
-
-
-def refused(conn: pika.BlockingConnection, op: Callable[[Any], Any]) -> tuple[int, str]:
-    def work() -> tuple[int, str]:
-        ch = conn.channel()
-        with pytest.raises(pex.ChannelClosedByBroker) as info:
-            op(ch)
-        return info.value.reply_code, info.value.reply_text
-    return client(work)
-
-
-def ok(conn: pika.BlockingConnection, op: Callable[[Any], Any]) -> Any:
-    def work() -> Any:
-        ch = conn.channel()
-        result = op(ch)
-        ch.close()
-        return result
-    return client(work)
 
 
 def _consume(ch: Any) -> Any:

@@ -9,13 +9,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pika
-import pika.exceptions as pex
 import pytest
 
 from channel.auth import User
 from channel.permissions import ALL
 from channel.topic_permissions import TopicPermission
-from tests.channel.conftest import Broker, client
+from tests.channel.conftest import Broker, client, ok, refused
 
 Topic = dict[str, TopicPermission]
 
@@ -74,23 +73,6 @@ def publish(exchange: str, key: str, headers: dict[str, Any] | None = None,
         ch.basic_publish(exchange, key, b"m", props)
         ch.queue_declare("q", passive=True)  # a round trip, so a close arrives first
     return op
-
-
-def refused(conn: pika.BlockingConnection, op: Callable[[Any], Any]) -> tuple[int, str]:
-    def work() -> tuple[int, str]:
-        ch = conn.channel()
-        with pytest.raises(pex.ChannelClosedByBroker) as info:
-            op(ch)
-        return info.value.reply_code, info.value.reply_text
-    return client(work)
-
-
-def ok(conn: pika.BlockingConnection, op: Callable[[Any], Any]) -> None:
-    def work() -> None:
-        ch = conn.channel()
-        op(ch)
-        ch.close()
-    client(work)
 
 
 def text(perm: str, key: str, exchange: str = "t") -> tuple[int, str]:
