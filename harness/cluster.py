@@ -232,12 +232,13 @@ class Cluster:
         node.ready = json.loads(ready.read_text())
         return node.ready
 
-    def stop_node(self, node: NodeSpec, grace_s: float = 10.0) -> int | None:
-        """SIGTERM (after SIGCONT), then SIGKILL after `grace_s`."""
+    def stop_node(self, node: NodeSpec, grace_s: float = 10.0,
+                  signalled: bool = False) -> int | None:
+        """SIGTERM (after SIGCONT; not again if `signalled`), then SIGKILL after `grace_s`."""
         if node.proc is None:
             return None
         node.paused = False
-        return procs.stop_group(node.proc, grace_s)
+        return procs.stop_group(node.proc, grace_s, signalled)
 
     def kill_node(self, node: NodeSpec) -> None:
         """SIGKILL: the node's unflushed history and in-memory state are lost."""
@@ -263,7 +264,7 @@ class Cluster:
                 procs.signal_group(n.proc, signal.SIGCONT)
                 procs.signal_group(n.proc, signal.SIGTERM)
         for n in self.nodes:
-            self.stop_node(n, grace_s)
+            self.stop_node(n, grace_s, signalled=True)
 
     def close(self) -> None:
         """Kill whatever still runs; safe to call at any time, any number of times."""

@@ -51,11 +51,19 @@ def kill_group(proc: subprocess.Popen[bytes], wait_s: float = 10.0) -> None:
         pass
 
 
-def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> int | None:
-    """SIGCONT + SIGTERM, wait up to `grace_s`, then kill; the exit status."""
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0,
+               signalled: bool = False) -> int | None:
+    """SIGCONT + SIGTERM (unless the caller already sent them), wait up to `grace_s`,
+    then kill; the exit status.
+
+    A second SIGTERM must not follow the first: a Python process that has begun to
+    exit has its default handlers back, and would die of it (status -15) instead of
+    finishing its clean stop.
+    """
     if proc.poll() is None:
-        signal_group(proc, signal.SIGCONT)
-        signal_group(proc, signal.SIGTERM)
+        if not signalled:
+            signal_group(proc, signal.SIGCONT)
+            signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(grace_s)
         except subprocess.TimeoutExpired:

@@ -3,7 +3,8 @@
 It speaks the part of the node's contract the harness relies on (the config file,
 `<data_dir>/ready`, SIGTERM for a clean stop) and nothing else, so the cluster and
 nemesis tests need no broker. `"fake_fail": true` in the config makes it exit
-before it is ready.
+before it is ready; `"fake_slow_exit": true` makes it take 0.3 s to exit after
+SIGTERM, without a handler meanwhile.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def main() -> int:
     (data / "ready.tmp").replace(data / "ready")
     while not stop:
         time.sleep(0.02)
+    if config.get("fake_slow_exit"):
+        # a process on its way out has its default handlers back (as Python's own
+        # finalisation restores them): a second SIGTERM now would kill it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        time.sleep(0.3)
     return 0
 
 

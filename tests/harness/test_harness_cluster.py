@@ -72,6 +72,19 @@ def test_close_kills_stopped_nodes_too(fake_cluster: Cluster) -> None:
     assert [n.proc.returncode for n in fake_cluster.nodes] == [-signal.SIGKILL] * 3
 
 
+def test_stop_sends_one_sigterm_so_a_node_on_its_way_out_exits_cleanly(tmp_path: Path) -> None:
+    """A node that has begun to exit has no SIGTERM handler any more: stopping must
+    not send it a second one (it would die of it, status -15, mid-flush)."""
+    cluster = Cluster(tmp_path, 3, node_argv=fake_argv, ctl=FakeCtl(),
+                      extra_config={"fake_slow_exit": True})
+    try:
+        cluster.start(timeout_s=30)
+        cluster.stop(grace_s=10)
+        assert [n.proc.returncode for n in cluster.nodes] == [0, 0, 0]
+    finally:
+        cluster.close()
+
+
 def test_a_node_that_exits_before_ready_is_reported(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, 1, node_argv=fake_argv, ctl=FakeCtl(),
                       extra_config={"fake_fail": True})
