@@ -47,6 +47,18 @@ def _save(fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
+def _finish(fig: Any, ax: Axes, m: Metrics, path: Path, title: str, ylabel: str,
+            log: bool = False) -> Path:
+    """Label a plot, shade its fault windows, save it; its path."""
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    _decorate(ax, m)
+    _save(fig, path)
+    return path
+
+
 def plot_all(m: Metrics, out: Path, bucket_s: float) -> list[Path]:
     """Write the five PNGs into `out`; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -57,22 +69,14 @@ def plot_all(m: Metrics, out: Path, bucket_s: float) -> list[Path]:
         xs = sorted(series)
         ax.plot([x * bucket_s for x in xs], [series[x] / bucket_s for x in xs], label=op,
                 marker=".")
-    ax.set_ylabel("ops/s")
-    ax.set_title("throughput")
-    _decorate(ax, m)
-    paths.append(out / "rate.png")
-    _save(fig, paths[-1])
+    paths.append(_finish(fig, ax, m, out / "rate.png", "throughput", "ops/s"))
 
     fig, ax = plt.subplots(figsize=(9, 3.5))
     for series in sorted({s for s, _, _ in m.raw}):
         pts = [(x, y) for s, x, y in m.raw if s == series]
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=3, alpha=0.5, label=series)
-    ax.set_yscale("log")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title("latencies (sampled)")
-    _decorate(ax, m)
-    paths.append(out / "latency-raw.png")
-    _save(fig, paths[-1])
+    paths.append(_finish(fig, ax, m, out / "latency-raw.png", "latencies (sampled)",
+                         "latency (ms)", log=True))
 
     fig, ax = plt.subplots(figsize=(9, 3.5))
     seconds = sorted(s for (_, s) in m.hist_by_second)
@@ -82,31 +86,19 @@ def plot_all(m: Metrics, out: Path, bucket_s: float) -> list[Path]:
         ax.plot([s * bucket_s for s in seconds], ys, label=f"end-to-end {q}")
     maxes = [model.bucket_value_ms(max(m.hist_by_second[("end_to_end", s)])) for s in seconds]
     ax.plot([s * bucket_s for s in seconds], maxes, label="end-to-end max (bucket)", alpha=0.6)
-    ax.set_yscale("log")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title("latency quantiles per bucket")
-    _decorate(ax, m)
-    paths.append(out / "latency-quantiles.png")
-    _save(fig, paths[-1])
+    paths.append(_finish(fig, ax, m, out / "latency-quantiles.png",
+                         "latency quantiles per bucket", "latency (ms)", log=True))
 
     fig, ax = plt.subplots(figsize=(9, 3.5))
     last = int(max((stop for _, _, stop, _ in m.blocked), default=0)) + 1
     counts = [sum(1 for _, a, b, _ in m.blocked if a < s + 1 and b >= s) for s in range(last)]
     ax.step(range(last), counts, where="post", label="blocked entities")
-    ax.set_ylabel("blocked")
-    ax.set_title("credit flow")
-    _decorate(ax, m)
-    paths.append(out / "flow.png")
-    _save(fig, paths[-1])
+    paths.append(_finish(fig, ax, m, out / "flow.png", "credit flow", "blocked"))
 
     fig, ax = plt.subplots(figsize=(9, 3.5))
     for node, pts in sorted(m.cpu.items()):
         ax.plot([p[0] for p in pts], [p[1] * 100 for p in pts], label=node)
-    ax.set_ylabel("CPU %")
-    ax.set_title("CPU per process")
-    _decorate(ax, m)
-    paths.append(out / "cpu.png")
-    _save(fig, paths[-1])
+    paths.append(_finish(fig, ax, m, out / "cpu.png", "CPU per process", "CPU %"))
     return paths
 
 
