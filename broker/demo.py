@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from typing import Any
 
 import actors
 from actors import Node
+from transports.zmq_node import free_port
 
 GREETER = "greeter"
 
@@ -49,12 +49,6 @@ def greeter(controller: tuple[str, str]) -> None:
                 actors.send(controller, ("saw", actors.node(), msg[0], peer, None))
             case "stop":
                 return
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class DemoCluster:

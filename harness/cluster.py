@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import procs
+from transports.zmq_node import free_port
 
 __all__ = ["Cluster", "Ctl", "CtlError", "NodeSpec", "NodeStartError", "free_port"]
 
@@ -32,21 +31,6 @@ HOST = "127.0.0.1"
 COOKIE_ENV = "WARREN_COOKIE"
 
 
-PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range: outgoing sockets never take these
-_ports = random.Random()
-
-
-def free_port(host: str = HOST) -> int:
-    """A listening port that was free a moment ago, outside the ephemeral range."""
-    for _ in range(200):
-        port = _ports.randrange(*PORT_RANGE)
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
-    raise OSError("no free port found")
 
 
 class NodeStartError(RuntimeError):

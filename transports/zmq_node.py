@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import select
 import signal
 import socket
@@ -31,11 +32,26 @@ __all__ = ["free_port", "main", "start_node_process", "stop_node_process"]
 _ROOT = Path(__file__).resolve().parent.parent
 
 
+PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range: outgoing sockets never take these
+_ports = random.Random()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (good enough on loopback)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A listening port that was free a moment ago.
+
+    Drawn at random below the kernel's ephemeral range, so that no outgoing
+    connection (a ZeroMQ peer link, a client) can take it between this check
+    and the node's bind: `bind(0)` hands out exactly the ports those use.
+    """
+    for _ in range(200):
+        port = _ports.randrange(*PORT_RANGE)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port in {PORT_RANGE} on {host}")
 
 
 def start_node_process(
