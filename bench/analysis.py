@@ -21,7 +21,9 @@ from /proc every 50 ms. The reference checker holds every row as a Python dict (
 2 KB per event), so by default it runs only on histories up to 2M events.
 
 Usage: ``python bench/analysis.py [--sizes 1000000,10000000] [--master local[2]]
-[--driver-memory 4g] [--reference-max 2000000] [--keep DIR]``.
+[--driver-memory SIZE] [--reference-max 2000000] [--keep DIR]``. Without
+``--driver-memory`` the session gets what `warren analyze` gets (`analysis.spark`:
+``WARREN_SPARK_DRIVER_MEMORY``, else 2g), so the figures are a user's.
 Human lines first; the last line printed is one JSON object.
 """
 
@@ -192,13 +194,14 @@ def measure_child(args: list[str]) -> dict[str, Any]:
 
 # -- children ------------------------------------------------------------------------
 
-def child_spark(run_dir: Path, master: str, driver_memory: str, tmp: Path) -> dict[str, Any]:
+def child_spark(run_dir: Path, master: str, driver_memory: str | None, tmp: Path) -> dict[str, Any]:
     """Cold SparkSession, load, every check as the runner runs them."""
     from analysis import load, model, runner
     from analysis.spark import get_session
 
     t0 = time.perf_counter()
-    spark = get_session(master, conf={"spark.driver.memory": driver_memory},
+    conf = {"spark.driver.memory": driver_memory} if driver_memory else {}
+    spark = get_session(master, conf=conf,
                         local_dir=str(tmp), log_level="ERROR")
     t1 = time.perf_counter()
     h = load.load(spark, run_dir)
@@ -248,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python bench/analysis.py")
     ap.add_argument("--sizes", default="1000000,10000000", help="events per history")
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--driver-memory", default=None,
+                    help="spark.driver.memory (default: warren analyze's own default)")
     ap.add_argument("--reference-max", type=int, default=2_000_000,
                     help="run the reference checker on histories up to this many events")
     ap.add_argument("--keep", default=None, help="write histories here and keep them")
@@ -268,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="warren-bench-"))
-    report: dict[str, Any] = {"master": args.master, "driver_memory": args.driver_memory,
+    from analysis.spark import default_conf
+
+    memory = args.driver_memory or default_conf(args.master).get("spark.driver.memory")
+    report: dict[str, Any] = {"master": args.master, "driver_memory": memory,
                               "cpus": os.cpu_count(), "sizes": {}}
     ok = True
     try:
@@ -283,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             entry: dict[str, Any] = {"history": hist}
             spark = measure_child(["--child", "spark", "--run-dir", str(run_dir),
                                    "--master", args.master,
-                                   "--driver-memory", args.driver_memory])
+                                   *(["--driver-memory", args.driver_memory]
+                                     if args.driver_memory else [])])
             entry["spark"] = spark
             print(f"  spark cold {spark['spark_cold_s']} s (session {spark['session_s']}, "
                   f"load {spark['load_s']}, checks {spark['checks_s']}), "
@@ -337,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                 "events_per_s_spark": math.floor(e["history"]["events"]
                                                  / e["spark"]["spark_cold_s"])}
             for s, e in report["sizes"].items()},
-        "master": args.master, "driver_memory": args.driver_memory,
+        "master": args.master, "driver_memory": memory,
     }
     print(json.dumps(summary))
     return 0 if ok else 1
