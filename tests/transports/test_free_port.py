@@ -1,0 +1,58 @@
+"""`free_port`: the port a test node will bind must not be one the kernel hands out to
+outgoing sockets, or a ZeroMQ link or a client dialling in between the check and the
+node's bind takes it (seen as `Address already in use` on a node's AMQP listener)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from transports import zmq_node
+from transports.zmq_node import PORT_RANGE, free_port
+
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def test_ports_come_from_below_the_ephemeral_range_and_are_bindable() -> None:
+    ports = {free_port() for _ in range(50)}
+    assert all(PORT_RANGE[0] <= p < PORT_RANGE[1] for p in ports)
+    assert len(ports) > 1  # drawn at random, not one fixed port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports.pop()))
+
+
+def test_the_range_does_not_overlap_this_kernels_ephemeral_ports() -> None:
+    low, high = (int(x) for x in EPHEMERAL.read_text().split())
+    assert PORT_RANGE[1] <= low or PORT_RANGE[0] > high
+
+
+def test_a_port_in_use_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        busy = taken.getsockname()[1]
+        taken.listen()
+        draws = iter([busy, busy, PORT_RANGE[0] + 7])
+
+        class Draws:
+            def randrange(self, *_: int) -> int:
+                return next(draws)
+
+        monkeypatch.setattr(zmq_node, "_ports", Draws())
+        assert free_port() == PORT_RANGE[0] + 7
+
+
+def test_no_free_port_is_an_error_naming_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+
+        class Always:
+            def randrange(self, *_: int) -> int:
+                return busy
+
+        monkeypatch.setattr(zmq_node, "_ports", Always())
+        with pytest.raises(OSError, match="no free port in"):
+            free_port()
