@@ -93,7 +93,9 @@ def test_confirmed_publishes_and_acked_deliveries_are_recorded_exactly(
     pub = _start(run, 1, ClientSpec("publisher", "q1", rate=0, messages=n, max_in_flight=8,
                                     body_size=32), endpoints, clients)
     con = _start(run, 2, ClientSpec("consumer", "q1", prefetch=5), endpoints, clients)
-    # the publisher stops by itself after n; waiting for its drain waits for every confirm
+    # the publisher stops publishing after n, but a drain stops it at once: drain it
+    # only once its history shows every confirm
+    _wait_for(run, "client-1", lambda rows: sum(r["kind"] == "confirm" for r in rows) == n)
     assert _drain(pub) == 0
     assert _drain(con) == 0
     compact(run)
