@@ -34,23 +34,31 @@ _ROOT = Path(__file__).resolve().parent.parent
 
 PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range: outgoing sockets never take these
 _ports = random.Random()
+_given: set[int] = set()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A listening port that was free a moment ago.
+    """A listening port that was free a moment ago, never the same one twice.
 
     Drawn at random below the kernel's ephemeral range, so that no outgoing
     connection (a ZeroMQ peer link, a client) can take it between this check
-    and the node's bind: `bind(0)` hands out exactly the ports those use.
+    and the node's bind: `bind(0)` hands out exactly the ports those use. A
+    port is handed out once per process: a cluster's ports are drawn before
+    any node binds one, so a repeated draw would give two nodes one port.
     """
+    if len(_given) > (PORT_RANGE[1] - PORT_RANGE[0]) // 2:
+        _given.clear()  # long-lived process: the earliest ports are long since closed
     for _ in range(200):
         port = _ports.randrange(*PORT_RANGE)
+        if port in _given:
+            continue
         with socket.socket() as s:
             try:
                 s.bind((host, port))
             except OSError:
                 continue
-            return port
+        _given.add(port)
+        return port
     raise OSError(f"no free port in {PORT_RANGE} on {host}")
 
 

@@ -84,10 +84,22 @@ def start_cluster(nodes: list[BrokerProc], backend: str = "quorum",
 def running_cluster(base: Path, count: int = 3, backend: str = "quorum",
                     net_ticktime: float = 2, extra: list[str] | None = None,
                     ) -> Iterator[list[BrokerProc]]:
-    """`count` nodes on loopback under `base`; every process is killed on the way out."""
-    nodes = plan(count, base)
+    """`count` nodes on loopback under `base`; every process is killed on the way out.
+
+    A port can still be taken by another process between the draw and the node's
+    bind; such a start is retried on fresh ports (any other failure is raised)."""
+    for attempt in range(3):
+        nodes = plan(count, base / f"try{attempt}" if attempt else base)
+        try:
+            start_cluster(nodes, backend=backend, net_ticktime=net_ticktime, extra=extra)
+        except RuntimeError:
+            clash = any("Address already in use" in _log(b) for b in nodes)
+            stop_all(nodes)  # (removes the logs)
+            if clash and attempt < 2:
+                continue
+            raise
+        break
     try:
-        start_cluster(nodes, backend=backend, net_ticktime=net_ticktime, extra=extra)
         yield nodes
     finally:
         stop_all(nodes)
@@ -99,6 +111,14 @@ def connect(b: BrokerProc, user: str = "guest", password: str = "guest",
     return pika.BlockingConnection(pika.ConnectionParameters(
         "127.0.0.1", b.amqp_port, connection_attempts=1,
         credentials=pika.PlainCredentials(user, password)))
+
+
+def _log(b: BrokerProc) -> str:
+    path = getattr(b.proc, "log_path", None)
+    try:
+        return Path(path).read_text(errors="replace") if path else ""
+    except FileNotFoundError:
+        return ""
 
 
 def stop_all(nodes: list[BrokerProc]) -> None:

@@ -4,6 +4,7 @@ node's bind takes it (seen as `Address already in use` on a node's AMQP listener
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
 
@@ -56,3 +57,18 @@ def test_no_free_port_is_an_error_naming_the_range(monkeypatch: pytest.MonkeyPat
         monkeypatch.setattr(zmq_node, "_ports", Always())
         with pytest.raises(OSError, match="no free port in"):
             free_port()
+
+
+def test_a_port_is_never_handed_out_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a cluster's ports are all drawn before any node binds: a repeat would be a clash
+    first = free_port()
+    real = random.Random()
+    repeats = [first, first]
+
+    class Draws:
+        def randrange(self, *bounds: int) -> int:
+            return repeats.pop() if repeats else real.randrange(*bounds)
+
+    monkeypatch.setattr(zmq_node, "_ports", Draws())
+    assert free_port() != first
+    assert not repeats  # both repeats were drawn and passed over
