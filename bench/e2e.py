@@ -46,18 +46,24 @@ msg/s, confirm p50 / p99 31.8 / 138 ms at window 256; at window 1, 3.15 / 5.2 ms
   confirm waits for the work queued ahead of it (Little's law: 256 in flight / 6.8k/s
   = 38 ms). The consumer (prefetch 300) gets a new delivery only after its ack's
   settle is committed and applied on its node, so it runs at 300 per such round.
-* Where a lone publish's 3 ms go (stamps on every stage in all processes, one
-  publish at a time): pika to the reader ~160 us; reader, channel and fifo client
-  ~120 us; the leader's Ra handling until the AppendEntries reaches a follower
-  ~280 us (the core, the WAL hand-off, pickling, the hub-to-I/O-thread hand-off);
-  the follower's append, WAL write and fdatasync (~0.15 ms) and reply ~0.4 ms; the
-  reply's way back to the leader's Ra server ~250 us; commit, apply, the `applied`
-  event to the channel and the confirm to the socket ~350 us; then pika. Each
-  cross-node hop costs ~175 us, of which ~70 us are ZeroMQ and loopback and the
-  rest two thread hand-offs (hub <-> the transport's I/O thread, each with a GIL
-  hand-over); every actor hop inside a node costs 10-40 us. In this bench the
-  consumer's acks and the commit-index AppendEntries share the same hubs, which
-  adds a few hundred us over a lone publish.
+* Where a lone publish's time goes (every stage time-stamped in all three nodes, one
+  publish every 3 ms, no consumer; p50 1.9 ms from pika's send to its confirm):
+  pika to the channel's ``basic.publish`` ~225 us (loopback TCP, reader, frames), on
+  to the leader's Ra server ~95 us. Offsets from the leader's core taking the
+  command: the AppendEntries leaves on the I/O thread at +117 us (+241 us for the
+  second follower: that send waits for the GIL while the hub writes the WAL batch);
+  the follower's I/O thread reads it at +284 and its hub dispatches it at +392; its
+  WAL batch starts at +496 and is synced at +842 (the three nodes fsync one disk at
+  once: ~0.3 ms, twice a lone fsync); its reply leaves at +985 and reaches the
+  leader's Ra server at +1193 (commit); the channel has the ``applied`` event at
+  +1346 and writes the confirm at +1475; pika sees it ~130 us later. A cross-node hop
+  is 200-275 us here against ~64 us for bare pyzmq: with three nodes on two cores,
+  a node's threads often wait for a core the other nodes hold. In the bench a
+  consumer on another node acks every message, so each publish's round overlaps the
+  previous message's settle round on the same hubs and the same disk: +0.35 ms with
+  one publish every 3 ms, +1.3 ms back to back (3.3 ms p50). Syncing small WAL
+  batches on the pool thread instead of the hub was measured too: 3.63 against
+  3.26 ms.
 * Profiles (``--profile``, py-spy on the leader's node, GIL holder): channel 38 %,
   ra 21 %, transports 17 %, fifo 13 %, actors 6 %; the largest single items are
   pamqp's frame and property decoding (~11 %), pickling for the transport (~8 %) and
