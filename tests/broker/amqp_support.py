@@ -3,7 +3,7 @@
 The AMQP specification tests (`test_broker_amqp_*.py`) share what is here:
 
 * `broker_support.running_cluster` starts three quorum-backend nodes once per test module (the
-  `amqp_cluster` fixture of this package's conftest) and kills them whatever
+  `cluster` fixture of this package's conftest) and kills them whatever
   happens;
 * `Amqp` is one test's view of that cluster: it opens `BlockingConnection`s and
   `AsyncClient`s (a `SelectConnection` driven by its own ioloop inside the test),

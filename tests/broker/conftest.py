@@ -1,6 +1,7 @@
-"""Fixtures of the AMQP specification tests (`test_broker_amqp_*.py`).
+"""Fixtures shared by the broker tests that run real node processes.
 
-`amqp_cluster` is three real nodes per test module; `amqp` is one test's
+`cluster` is three real nodes with the quorum metadata store per test module (a
+module that needs other node flags defines its own); `amqp` is one test's
 connections and queues on them (closed and deleted after the test); `queue` is
 a queue name no other test uses, deleted after the test too.
 """
@@ -16,14 +17,14 @@ from tests.broker.broker_support import BrokerProc, running_cluster
 
 
 @pytest.fixture(scope="module")
-def amqp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    with running_cluster(tmp_path_factory.mktemp("amqp")) as nodes:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as nodes:
         yield nodes
 
 
 @pytest.fixture
-def amqp(amqp_cluster: list[BrokerProc]) -> Iterator[Amqp]:
-    view = Amqp(amqp_cluster)
+def amqp(cluster: list[BrokerProc]) -> Iterator[Amqp]:
+    view = Amqp(cluster)
     try:
         yield view
     finally:

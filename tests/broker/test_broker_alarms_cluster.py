@@ -6,28 +6,19 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pika
-import pytest
 
 from tests.broker.broker_support import (
     BrokerProc,
     ctl,
     ctl_json,
     eventually,
-    running_cluster,
     stop_all,
 )
 
 QQ = {"x-queue-type": "quorum"}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    with running_cluster(tmp_path_factory.mktemp("alarms"), 3, backend="quorum") as nodes:
-        yield nodes
 
 
 class Publisher:

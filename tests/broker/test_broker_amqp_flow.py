@@ -22,7 +22,7 @@ DEFAULT_WATERMARK = "0.6"
 
 
 @pytest.fixture(scope="module")
-def amqp_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
     with running_cluster(tmp_path_factory.mktemp("amqp-flow"), net_ticktime=20) as nodes:
         yield nodes
 

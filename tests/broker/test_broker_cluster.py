@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.broker.broker_support import (
     BrokerProc,
     connect,
     ctl,
     ctl_json,
-    running_cluster,
 )
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    with running_cluster(tmp_path_factory.mktemp("cluster"), 3, backend="quorum") as nodes:
-        yield nodes
-
 
 
 def test_exactly_one_node_forms_the_metadata_cluster(cluster: list[BrokerProc]) -> None:

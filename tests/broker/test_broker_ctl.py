@@ -4,7 +4,6 @@ watermark's effect on publishers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pika.exceptions as pex
@@ -16,16 +15,9 @@ from tests.broker.broker_support import (
     ctl,
     ctl_json,
     eventually,
-    running_cluster,
 )
 
 QQ = {"x-queue-type": "quorum"}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    with running_cluster(tmp_path_factory.mktemp("ctl"), 3, backend="quorum") as nodes:
-        yield nodes
 
 
 def ok(node: str, *args: str) -> str:
