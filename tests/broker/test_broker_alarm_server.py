@@ -78,13 +78,19 @@ def wait_until(predicate: Any, what: str, limit_s: float = 10.0) -> None:
         gevent.sleep(0.01)
 
 
-def test_an_alarm_on_one_node_blocks_readers_of_every_node_until_it_clears(
-        sites: list[Site], tmp_path: Path) -> None:
+def started_and_meshed(sites: list[Site], tmp_path: Path) -> None:
+    """Every node runs its alarm server and is connected to every other."""
     a, b, c = sites
     for s in sites:
         s.start_server(tmp_path)
     a.connect(b, c)
     b.connect(c)
+
+
+def test_an_alarm_on_one_node_blocks_readers_of_every_node_until_it_clears(
+        sites: list[Site], tmp_path: Path) -> None:
+    a, b, c = sites
+    started_and_meshed(sites, tmp_path)
     assert a.call(("set_vm_memory_high_watermark", 0)) == "ok"
     wait_until(lambda: all(s.alarm.alarms() == [("memory", a.node.name)] for s in sites),
                "every node knows a's memory alarm")
@@ -120,10 +126,7 @@ def test_an_alarm_process_that_starts_late_learns_the_alarms_already_raised(
 def test_a_node_cut_off_takes_its_alarms_along_until_it_is_seen_again(
         sites: list[Site], tmp_path: Path, network: MemoryNetwork) -> None:
     a, b, c = sites
-    for s in sites:
-        s.start_server(tmp_path)
-    a.connect(b, c)
-    b.connect(c)
+    started_and_meshed(sites, tmp_path)
     assert a.call(("set_vm_memory_high_watermark", 0)) == "ok"
     wait_until(lambda: c.alarm.active == {"memory"}, "c knows a's alarm")
     network.faults.partition([a.node.name], [b.node.name, c.node.name])
