@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import gevent
+import pika
 import pika.exceptions as pex
 import pytest
 
@@ -69,6 +70,21 @@ def broker(node: Node, config: Config) -> Iterator[Broker]:
     b = make_broker(node, config)
     yield b
     b.listener.stop()
+
+
+def params(broker: Broker, **kwargs: Any) -> pika.ConnectionParameters:
+    """Connection parameters for `broker`: loopback, one attempt, pika's defaults else."""
+    kwargs.setdefault("connection_attempts", 1)
+    return pika.ConnectionParameters("127.0.0.1", broker.port, **kwargs)
+
+
+@pytest.fixture
+def conn(broker: Broker) -> Iterator[pika.BlockingConnection]:
+    """One pika connection to `broker` as guest, closed after the test if still open."""
+    c = client(lambda: pika.BlockingConnection(params(broker)))
+    yield c
+    if c.is_open:
+        client(c.close)
 
 
 def client(fn: Callable[[], T]) -> T:

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pika
 import pika.exceptions as pex
 import pytest
 
-from tests.channel.conftest import Broker, client, in_hub, wait_until
-
-
-def params(broker: Broker, **kwargs: Any) -> pika.ConnectionParameters:
-    kwargs.setdefault("connection_attempts", 1)
-    return pika.ConnectionParameters("127.0.0.1", broker.port, **kwargs)
-
-
-@pytest.fixture
-def conn(broker: Broker) -> Iterator[pika.BlockingConnection]:
-    c = client(lambda: pika.BlockingConnection(params(broker)))
-    yield c
-    if c.is_open:
-        client(c.close)
+from tests.channel.conftest import Broker, client, in_hub, params, wait_until
 
 
 def test_wrong_password_is_refused_with_403(broker: Broker) -> None:

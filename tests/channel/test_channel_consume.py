@@ -7,7 +7,6 @@ surfaces *in* `basic_consume` proves no consume-ok was written first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pika
@@ -17,15 +16,6 @@ import pytest
 from channel.consumer_args import check_consume_arguments, consumer_priority
 from channel.errors import AmqpError
 from tests.channel.conftest import Broker, client
-
-
-@pytest.fixture
-def conn(broker: Broker) -> Iterator[pika.BlockingConnection]:
-    c = client(lambda: pika.BlockingConnection(
-        pika.ConnectionParameters("127.0.0.1", broker.port, connection_attempts=1)))
-    yield c
-    if c.is_open:
-        client(c.close)
 
 
 def consume_refused(conn: pika.BlockingConnection, queue: str = "q", *, declare: bool = True,

@@ -6,7 +6,6 @@ node's `consumer_timeout`; a consumer that acks in time is never disturbed."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import gevent
@@ -45,15 +44,6 @@ def test_only_a_delivery_older_than_the_timeout_times_out() -> None:
 def config() -> Config:
     return Config(silent_close_delay_ms=20, closing_timeout_ms=2000,
                   consumer_timeout=400, channel_tick_interval=50)
-
-
-@pytest.fixture
-def conn(broker: Broker) -> Iterator[pika.BlockingConnection]:
-    c = client(lambda: pika.BlockingConnection(
-        pika.ConnectionParameters("127.0.0.1", broker.port, connection_attempts=1)))
-    yield c
-    if c.is_open:
-        client(c.close)
 
 
 def consume_without_ack(conn: pika.BlockingConnection, queue: str,

@@ -18,11 +18,7 @@ import pytest
 
 import actors
 from supervision import supervisor
-from tests.channel.conftest import Broker, client, wait_until
-
-
-def params(broker: Broker, **kwargs: Any) -> pika.ConnectionParameters:
-    return pika.ConnectionParameters("127.0.0.1", broker.port, connection_attempts=1, **kwargs)
+from tests.channel.conftest import Broker, client, params, wait_until
 
 
 @pytest.fixture
