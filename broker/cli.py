@@ -28,11 +28,11 @@ EX_CONFIG = 78
 
 
 def make_node(name: str, ticktime: float, data_dir: str | None = None,
-              cookie: str | None = None) -> Node:
+              cookie: str | None = None, io: str | None = None) -> Node:
     """A node on the ZeroMQ transport, authenticated with the cookie."""
     from transports.zmq import ZmqTransport
 
-    transport = ZmqTransport(tick=TickConfig(net_ticktime=ticktime), cookie=cookie)
+    transport = ZmqTransport(tick=TickConfig(net_ticktime=ticktime), cookie=cookie, io=io)
     return Node(name, transport=transport, data_dir=data_dir).start()
 
 
@@ -61,7 +61,9 @@ def _node_start(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return EX_CONFIG
-    node = make_node(cfg.name, cfg.net_ticktime, cfg.data_dir, cfg.cookie)
+    from transports.zmq import node_process_io
+
+    node = make_node(cfg.name, cfg.net_ticktime, cfg.data_dir, cfg.cookie, io=node_process_io())
     stop = gevent.event.Event()
     gevent.signal_handler(signal.SIGTERM, stop.set)
     gevent.signal_handler(signal.SIGINT, stop.set)

@@ -10,30 +10,34 @@ sessions at the connection level: `transports.zmq_io`.
 
 Split of work. The hub side (this module) batches: `send` only appends to a
 per-peer list, and one callback per hub iteration pickles each list once
-(protocol 5) and hands one frame per peer to the I/O thread. Inbound frames
+(protocol 5) and hands one frame per peer to the socket layer. Inbound frames
 come back through a deque; one dispatcher greenlet unpickles them and calls
 the node in arrival order. Unpickling happens only here, and only for frames
-the I/O thread accepted from an authenticated, live session.
+the socket layer accepted from an authenticated, live session.
 
-Why a native I/O thread rather than `zmq.green`. Measured with
-``python bench/zmq_probe.py --n 200000`` (two OS processes, 2-core machine,
-small ``(SEND, serial, creation, i)`` tuples, receiver-side rate):
+Where the socket work runs (``io``), measured with ``python bench/zmq_probe.py
+--n 200000`` (two OS processes, 2-core machine, small tuples, receiver-side
+rate): bare pyzmq PUSH/PULL with one pickle per message 682k msgs/s;
+`zmq.green` 105k; `zmq.green` with 1 000 messages pickled per frame 7.7M
+(socket only); this transport end to end (process → remote mailbox →
+`receive`) 1.44M. So batching, not the choice below, removes the socket cost.
 
-* bare pyzmq PUSH/PULL, one pickle per message, no gevent: 682k msgs/s;
-* `zmq.green` PUSH/PULL, one pickle per message: 105k msgs/s;
-* `zmq.green`, 1 000 messages pickled per frame: 7.7M msgs/s (socket only);
-* this transport end to end (process → remote process's mailbox →
-  `receive`): 1.44M msgs/s.
+* ``"hub"`` (`transports.zmq_io.HubIoLoop`): every ZeroMQ call is made on the
+  hub, non-blocking, woken by libev watchers on the sockets' descriptors.
+  No frame crosses between Python threads, so no GIL hand-over sits on a
+  Raft round trip. Dedicated node processes (``warren node start``,
+  `transports.zmq_node`) use it: their hub is never blocked by foreign code.
+  Measured on the e2e bench (three nodes, one 2-core machine): window-1
+  confirm p50 2.98 ms against 3.33 ms with the thread, 6.3k against 5.9k
+  msg/s at window 256.
+* ``"thread"`` (`transports.zmq_io.IoLoop`): the sockets live on one native
+  thread. Handshakes and socket reads go on while the hub is blocked, which
+  a node embedded in another program needs (a test body blocking in
+  `select`, a benchmark driver): it is the default of `ZmqTransport`.
 
-So batching, not the thread, is what removes the socket cost: per message,
-`zmq.green` is 6.5x slower than native pyzmq, but one frame per peer per
-hub iteration makes the socket layer negligible with either. A full
-`zmq.green` variant of this transport was not built, so the thread is not
-claimed to be faster end to end. It was chosen for liveness: socket reads,
-handshakes and TCP-disconnect detection keep going while the hub is busy,
-a burst never waits for the hub to poll a socket, and each frame costs the
-hub one deque operation. Net ticks still come from the hub (spec §7.2), but
-the tick check reads per-session receive counters kept by the I/O thread, so
+``WARREN_ZMQ_IO`` overrides both defaults (for A/B measurements). Net ticks
+come from the hub either way (spec §7.2); the tick check reads per-session
+receive counters kept by the socket layer (read first, in hub mode), so
 frames that arrived while the hub was busy still count as signs of life.
 
 Buffers are unbounded (high-water marks 0): `send` never blocks the hub and
@@ -43,6 +47,7 @@ never drops while a session is up; the cost is memory under overload.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 from collections import deque
 from typing import Any
@@ -56,9 +61,17 @@ from transports.batch import Batches
 from transports.cookie import load_cookie
 from transports.faults import DROP, HOLD, FaultRules
 from transports.tick import NetTicker, TickConfig
-from transports.zmq_io import EV_DOWN, EV_FRAME, EV_SETUP_FAILED, EV_UP, IoLoop, peer_endpoint
+from transports.zmq_io import (
+    EV_DOWN,
+    EV_FRAME,
+    EV_SETUP_FAILED,
+    EV_UP,
+    HubIoLoop,
+    IoLoop,
+    peer_endpoint,
+)
 
-__all__ = ["DEFAULT_NET_SETUPTIME", "ZmqTransport", "peer_endpoint"]
+__all__ = ["DEFAULT_NET_SETUPTIME", "IO_MODES", "ZmqTransport", "node_process_io", "peer_endpoint"]
 
 log = logging.getLogger("warren.transport.zmq")
 
@@ -67,6 +80,18 @@ _EV_LOCAL_DOWN = "local_down"  # (…, peer, sid, reason): this side ended the s
 _IMMEDIATE = "immediate"  # a setup refused before any socket work (partition, pause)
 _DISPATCH_SLICE = 256  # frames handled before letting other greenlets run
 _HELD_IN_POLL = 0.01  # seconds between looks at a paused peer's waiting inbound events
+IO_MODES = ("hub", "thread")
+IO_ENV = "WARREN_ZMQ_IO"
+
+
+def node_process_io() -> str:
+    """The I/O mode of a dedicated node process: ``WARREN_ZMQ_IO`` if set, else ``hub``.
+
+    A node process runs nothing but the hub, so socket work can live there;
+    a node embedded in another program (a test, a benchmark driver, the
+    harness) keeps the thread, whose default `ZmqTransport` uses.
+    """
+    return os.environ.get(IO_ENV) or "hub"
 
 
 class ZmqTransport:
@@ -84,8 +109,12 @@ class ZmqTransport:
         tick: TickConfig | None = None,
         faults: FaultRules | None = None,
         net_setuptime: float = DEFAULT_NET_SETUPTIME,
+        io: str | None = None,
     ) -> None:
         self.cookie = load_cookie(cookie)
+        self.io_mode = io or os.environ.get(IO_ENV) or "thread"
+        if self.io_mode not in IO_MODES:
+            raise ValueError(f"ZmqTransport io must be one of {IO_MODES}, not {self.io_mode!r}")
         self.tick = tick or TickConfig()
         self.faults = faults or FaultRules()
         self.net_setuptime = net_setuptime
@@ -116,8 +145,12 @@ class ZmqTransport:
         hub = gevent.get_hub()
         self._watcher = hub.loop.async_()
         self._watcher.start(self._wake.set)
-        self._io = IoLoop(node.name, node.creation, self.cookie, peer_endpoint(node.name),
-                          self.net_setuptime, self._wake_from_io)
+        if self.io_mode == "hub":
+            self._io = HubIoLoop(node.name, node.creation, self.cookie,
+                                 peer_endpoint(node.name), self.net_setuptime, self._wake.set)
+        else:
+            self._io = IoLoop(node.name, node.creation, self.cookie, peer_endpoint(node.name),
+                              self.net_setuptime, self._wake_from_io)
         self._io.start()
         self._greenlets = [gevent.spawn(self._dispatch_loop), gevent.spawn(self._tick_loop)]
 
@@ -400,6 +433,7 @@ class ZmqTransport:
             if faults.is_paused(self.name):
                 continue
             assert self._io is not None
+            self._io.refresh()
             rx = self._io.rx
             for peer, sid in self._sessions.items():
                 count = rx.get(sid, 0)

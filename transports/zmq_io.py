@@ -1,9 +1,9 @@
-"""The native I/O thread of the ZeroMQ transport: sockets, handshakes, sessions.
+"""The socket layer of the ZeroMQ transport: sockets, handshakes, sessions.
 
-Why a thread: plain pyzmq on a native thread moves several times more
-messages per second than `zmq.green` under the gevent hub (numbers in
-`transports.zmq`). The thread owns every socket; the hub never touches one
-except the inproc PAIR that wakes this thread.
+It runs in one of two places (`transports.zmq` says which to use when):
+`IoLoop` on a native thread that owns every socket (the hub only touches the
+inproc PAIR that wakes it), or `HubIoLoop` on the gevent hub itself. The
+socket logic below is shared; only the driver differs.
 
 Topology: each node binds one ROUTER. To reach a peer it opens one DEALER to
 the peer's ROUTER and runs the handshake (`transports.handshake`) over it;
@@ -21,9 +21,10 @@ smuggle old frames into a new session either: a reconnected DEALER gets a new
 routing id at the peer, which is unauthenticated.
 
 Events for the hub go to a deque in arrival order, followed by one wake-up of
-the hub per poll round (a libev async watcher, the only thread-safe way into
-the hub); commands from the hub come the other way through a deque plus a
-one-byte wake on an inproc PAIR.
+the hub per poll round (on the thread: a libev async watcher, the only
+thread-safe way into the hub); commands from the hub come the other way
+through a deque plus a one-byte wake on an inproc PAIR (on the hub: run at
+once).
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
 import zmq
 from gevent.monkey import get_original
 from zmq.utils.monitor import recv_monitor_message
 
 from transports import handshake as hs
 
-__all__ = ["IoLoop"]
+__all__ = ["HubIoLoop", "IoLoop"]
 
 log = logging.getLogger("warren.transport.zmq")
 
@@ -137,6 +139,9 @@ class IoLoop:
     def start(self) -> None:
         _start_new_thread(self._run, ())
 
+    def refresh(self) -> None:
+        """Nothing to do: the I/O thread keeps reading while the hub is busy."""
+
     def submit(self, cmd: tuple[Any, ...]) -> None:
         """Called in the hub thread: queue a command and wake the I/O thread."""
         if self._stopping or self._pair_hub.closed:
@@ -177,6 +182,20 @@ class IoLoop:
             self._run_commands()
         if self._stopping:
             return
+        self._read_ready(ready)
+        self._timers()
+        if self._dirty:
+            self._dirty = False
+            self._wake_hub()
+
+    def _register(self, sock: zmq.Socket) -> None:
+        self._poller.register(sock, zmq.POLLIN)
+
+    def _unregister(self, sock: zmq.Socket) -> None:
+        self._poller.unregister(sock)
+
+    def _read_ready(self, ready: dict[Any, int]) -> None:
+        """Read every socket `poll` found readable."""
         if self._router in ready:
             self._read_router()
         if self._router_mon in ready:
@@ -189,10 +208,6 @@ class IoLoop:
                 self._read_dealer(link)
             elif sock is link.mon:
                 self._read_dealer_monitor(link)
-        self._timers()
-        if self._dirty:
-            self._dirty = False
-            self._wake_hub()
 
     def _poll_timeout(self) -> int | None:
         deadlines = [t for t in self._probes]
@@ -299,8 +314,8 @@ class IoLoop:
         self._links[peer] = link
         self._by_sock[sock] = link
         self._by_sock[mon] = link
-        self._poller.register(sock, zmq.POLLIN)
-        self._poller.register(mon, zmq.POLLIN)
+        self._register(sock)
+        self._register(mon)
         hello = hs.encode("hello", v=hs.PROTOCOL_VERSION, to=peer, creation=self.creation,
                           nonce=link.my_nonce, sid=link.sid, **{"from": self.name})
         sock.send_multipart([hs.HANDSHAKE, hello])
@@ -531,7 +546,7 @@ class IoLoop:
             for sock in (link.mon, link.sock):
                 if sock is not None and sock in self._by_sock:
                     del self._by_sock[sock]
-                    self._poller.unregister(sock)
+                    self._unregister(sock)
             if link.sock is not None:
                 try:
                     link.sock.disable_monitor()
@@ -575,3 +590,130 @@ class IoLoop:
         self._router.close()
         self._pair_hub.close(0)
         self._ctx.term()  # waits for the lingering CLOSE frames to leave
+
+
+class HubIoLoop(IoLoop):
+    """The same socket work, done on the gevent hub itself: no second Python thread.
+
+    Why: with the I/O on a thread, every frame crosses between two Python
+    threads, and each crossing is a GIL hand-over. When a node's hub and its
+    I/O thread both have work (every Raft round does), the hub gives the GIL
+    away at each system call (a socket write, an fsync, the wake-up of the
+    I/O thread itself) and waits until the I/O thread gives it back; on a
+    machine with fewer cores than busy processes those waits dominate a
+    round trip. Here every ZeroMQ call is non-blocking and made on the hub.
+
+    ZeroMQ signals readiness through one file descriptor per socket
+    (``zmq.FD``), edge-style: it fires when the socket's events may have
+    changed, and only a look at the events (a zero-timeout `poll`) re-arms
+    it. So a round polls with timeout 0 and reads until nothing is ready, a
+    send is followed by one more round in the same hub iteration (a write
+    can consume the signal of frames that arrived meanwhile), and a libev
+    watcher per descriptor starts a round when the descriptor fires.
+    """
+
+    _ROUNDS_PER_CALL = 4  # poll rounds per callback before other greenlets get a turn
+
+    def start(self) -> None:
+        loop = gevent.get_hub().loop
+        self._loop = loop
+        self._watchers: dict[zmq.Socket, Any] = {}
+        self._timer: Any = None
+        self._timer_at: float | None = None
+        self._scheduled = False
+        self._in_round = False
+        self.rounds = 0  # poll rounds run (an idle node must not spin)
+        self._register(self._router)
+        self._register(self._router_mon)
+        self._schedule()
+
+    def submit(self, cmd: tuple[Any, ...]) -> None:
+        """Run one command at once (called on the hub, like everything here)."""
+        if self._stopping or self.done:
+            return
+        self._cmds.append(cmd)
+        self._run_commands()
+        if self._stopping:
+            self._hub_shutdown()
+            return
+        self._schedule()
+
+    def refresh(self) -> None:
+        """Read whatever has arrived now (the tick check counts it as life)."""
+        if not (self._stopping or self.done):
+            self._hub_round()
+
+    def _register(self, sock: zmq.Socket) -> None:
+        self._poller.register(sock, zmq.POLLIN)
+        watcher = self._loop.io(sock.getsockopt(zmq.FD), 1)
+        watcher.start(self._hub_round)
+        self._watchers[sock] = watcher
+
+    def _unregister(self, sock: zmq.Socket) -> None:
+        self._poller.unregister(sock)
+        watcher = self._watchers.pop(sock, None)
+        if watcher is not None:
+            watcher.stop()
+            watcher.close()
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.run_callback(self._scheduled_round)
+
+    def _scheduled_round(self) -> None:
+        self._scheduled = False
+        self._hub_round()
+
+    def _hub_round(self) -> None:
+        if self._in_round or self._stopping or self.done:
+            return
+        self._in_round = True
+        self.rounds += 1
+        try:
+            for _ in range(self._ROUNDS_PER_CALL):
+                ready = dict(self._poller.poll(0))
+                if not ready:
+                    break
+                self._read_ready(ready)
+            else:
+                self._schedule()  # still busy: again after the others had a turn
+            self._timers()
+            self._arm_timer()
+        except Exception:
+            log.exception("node %s: I/O round failed", self.name)
+        finally:
+            self._in_round = False
+        if self._dirty:
+            self._dirty = False
+            self._wake_hub()
+
+    def _arm_timer(self) -> None:
+        timeout = self._poll_timeout()
+        at = None if timeout is None else time.monotonic() + timeout / 1000.0
+        if at == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer.close()
+            self._timer = None
+        self._timer_at = at
+        if timeout is not None:
+            self._timer = self._loop.timer(timeout / 1000.0)
+            self._timer.start(self._timer_round)
+
+    def _timer_round(self) -> None:
+        self._timer_at = None
+        self._hub_round()
+
+    def _hub_shutdown(self) -> None:
+        """Stop watching, then close the sockets and the context off the hub:
+        terminating the context waits for the CLOSE frames' linger."""
+        for sock in list(self._watchers):
+            self._unregister(sock)
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer.close()
+            self._timer = None
+        self.done = True
+        _start_new_thread(self._shutdown, ())

@@ -168,12 +168,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from actors.node import Node
     from transports.tick import TickConfig
-    from transports.zmq import DEFAULT_NET_SETUPTIME, ZmqTransport
+    from transports.zmq import DEFAULT_NET_SETUPTIME, ZmqTransport, node_process_io
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(name)s %(levelname)s %(message)s")
     tick = TickConfig(args.net_ticktime) if args.net_ticktime else TickConfig()
-    transport = ZmqTransport(tick=tick, net_setuptime=args.net_setuptime or DEFAULT_NET_SETUPTIME)
+    transport = ZmqTransport(tick=tick, net_setuptime=args.net_setuptime or DEFAULT_NET_SETUPTIME,
+                             io=node_process_io())
     node = Node(args.name, transport=transport).start()
     if args.ping is not None and node.ping(args.ping) != "pong":
         print(f"failed ping {args.ping}", flush=True)
