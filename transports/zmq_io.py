@@ -605,11 +605,12 @@ class HubIoLoop(IoLoop):
 
     ZeroMQ signals readiness through one file descriptor per socket
     (``zmq.FD``), edge-style: it fires when the socket's events may have
-    changed, and only a look at the events (a zero-timeout `poll`) re-arms
-    it. So a round polls with timeout 0 and reads until nothing is ready, a
-    send is followed by one more round in the same hub iteration (a write
-    can consume the signal of frames that arrived meanwhile), and a libev
-    watcher per descriptor starts a round when the descriptor fires.
+    changed, and only a look at the events re-arms it. So a round polls with
+    timeout 0 and reads until nothing is ready, a write is followed by a look
+    at its socket's events (a write can consume the signal of frames that
+    arrived meanwhile; if input is waiting, a round follows in this hub
+    iteration), and a libev watcher per descriptor starts a round when the
+    descriptor fires.
     """
 
     _ROUNDS_PER_CALL = 4  # poll rounds per callback before other greenlets get a turn
@@ -636,7 +637,20 @@ class HubIoLoop(IoLoop):
         if self._stopping:
             self._hub_shutdown()
             return
-        self._schedule()
+        if cmd[0] != "send":
+            self._schedule()  # dials and drops: look at every socket once more
+        if self._dirty:
+            self._dirty = False
+            self._wake_hub()
+
+    def _write(self, link: _Link, parts: list[bytes]) -> bool:
+        ok = IoLoop._write(self, link, parts)
+        # a write can consume the readiness signal of frames that arrived
+        # meanwhile: if the socket holds input, read it in this iteration
+        sock = link.sock if link.outgoing else self._router
+        if sock is not None and not sock.closed and sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            self._schedule()
+        return ok
 
     def refresh(self) -> None:
         """Read whatever has arrived now (the tick check counts it as life)."""
@@ -678,8 +692,10 @@ class HubIoLoop(IoLoop):
                 self._read_ready(ready)
             else:
                 self._schedule()  # still busy: again after the others had a turn
-            self._timers()
-            self._arm_timer()
+            if self._probes or self._pending_in or self._timer is not None or any(
+                    not link.up for link in self._links.values()):
+                self._timers()
+                self._arm_timer()
         except Exception:
             log.exception("node %s: I/O round failed", self.name)
         finally:
