@@ -98,6 +98,10 @@ class FaultRules:
 
     # -- queries -------------------------------------------------------------
 
+    def any_rule(self) -> bool:
+        """Whether any rule is set: without one every frame is delivered at once."""
+        return bool(self._groups is not None or self._drops or self._delays or self._paused)
+
     def is_paused(self, node: str) -> bool:
         """Paused towards every node (a `towards`-limited pause is not)."""
         return node in self._paused and self._paused[node] is None

@@ -68,3 +68,16 @@ def test_only_the_paused_node_itself_is_paused_for_its_peers() -> None:
     assert faults.paused_for("a", "b")  # a handles nothing b sent it
     assert not faults.paused_for("b", "a")  # b still hears of its own session ending
     assert not faults.paused_for("a", "ctl")
+
+
+def test_any_rule_is_false_only_when_nothing_is_injected() -> None:
+    """The transport skips the rules for every frame while `any_rule` is False."""
+    rules = FaultRules()
+    assert not rules.any_rule()
+    for set_one in (lambda: rules.partition(["a"], ["b"]), lambda: rules.drop("a", "b"),
+                    lambda: rules.delay("a", "b", 0.5), lambda: rules.pause("a")):
+        set_one()
+        assert rules.any_rule()
+        rules.heal()
+        rules.resume("a")
+        assert not rules.any_rule()
