@@ -64,6 +64,15 @@ msg/s, confirm p50 / p99 31.8 / 138 ms at window 256; at window 1, 3.15 / 5.2 ms
   one publish every 3 ms, +1.3 ms back to back (3.3 ms p50). Syncing small WAL
   batches on the pool thread instead of the hub was measured too: 3.63 against
   3.26 ms.
+* Since then the nodes do their socket work on the hub (``transports.zmq``,
+  ``io="hub"``): no frame crosses between Python threads. Same hour, hub against
+  thread: window 1 p50 2.98 against 3.33 ms, 6.3k against 5.9k msg/s at 16 B
+  (a later run: 7.2k and 6.1k msg/s, window 1 3.33 ms). What is left at window
+  1 is CPU: per message, with the consumer, the leader's process uses about
+  2 ms of CPU, the followers 1.6 and 1.35 ms, the clients 0.25 ms each, so the
+  two cores are ~85 % busy at ~300 messages/s and every stage waits for one.
+  The disk matters as much: this machine's fdatasync p50 drifted from 0.14 to
+  0.23 ms within one afternoon, and window 1 from 3.0 to 4.5 ms with it.
 * Profiles (``--profile``, py-spy on the leader's node, GIL holder): channel 38 %,
   ra 21 %, transports 17 %, fifo 13 %, actors 6 %; the largest single items are
   pamqp's frame and property decoding (~11 %), pickling for the transport (~8 %) and
