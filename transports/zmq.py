@@ -366,7 +366,8 @@ class ZmqTransport:
                     held.setdefault(peer, deque()).append(event)
                 else:
                     self._handle_logged(event)
-            gevent.sleep(0)
+            if inbox:
+                gevent.sleep(0)  # a long burst: let the processes it fed run first
 
     def _release_held_in(self) -> None:
         for peer in list(self._held_in):
