@@ -605,12 +605,13 @@ class HubIoLoop(IoLoop):
 
     ZeroMQ signals readiness through one file descriptor per socket
     (``zmq.FD``), edge-style: it fires when the socket's events may have
-    changed, and only a look at the events re-arms it. So a round polls with
-    timeout 0 and reads until nothing is ready, a write is followed by a look
-    at its socket's events (a write can consume the signal of frames that
-    arrived meanwhile; if input is waiting, a round follows in this hub
-    iteration), and a libev watcher per descriptor starts a round when the
-    descriptor fires.
+    changed, and only a look at the events re-arms it. So a libev watcher per
+    descriptor reads its socket when the descriptor fires (a batch; if input
+    is still waiting, a full round follows), a write is followed by a look at
+    its socket's events (a write can consume the signal of frames that arrived
+    meanwhile; if input is waiting, a round follows in this hub iteration),
+    and a full round polls every socket with timeout 0 and reads until
+    nothing is ready.
     """
 
     _ROUNDS_PER_CALL = 4  # poll rounds per callback before other greenlets get a turn
@@ -660,7 +661,7 @@ class HubIoLoop(IoLoop):
     def _register(self, sock: zmq.Socket) -> None:
         self._poller.register(sock, zmq.POLLIN)
         watcher = self._loop.io(sock.getsockopt(zmq.FD), 1)
-        watcher.start(self._hub_round)
+        watcher.start(self._socket_ready, sock)
         self._watchers[sock] = watcher
 
     def _unregister(self, sock: zmq.Socket) -> None:
@@ -679,19 +680,31 @@ class HubIoLoop(IoLoop):
         self._scheduled = False
         self._hub_round()
 
-    def _hub_round(self) -> None:
+    def _socket_ready(self, sock: zmq.Socket) -> None:
+        """One socket's descriptor fired: read that socket, without polling the others."""
+        self._hub_round(sock)
+
+    def _hub_round(self, only: zmq.Socket | None = None) -> None:
+        """Read `only`, or every socket a zero-timeout poll finds readable; then timers."""
         if self._in_round or self._stopping or self.done:
             return
+        if only is not None and only not in self._watchers:
+            return  # dropped since its descriptor fired
         self._in_round = True
         self.rounds += 1
         try:
-            for _ in range(self._ROUNDS_PER_CALL):
-                ready = dict(self._poller.poll(0))
-                if not ready:
-                    break
-                self._read_ready(ready)
+            if only is not None:
+                self._read_ready({only: zmq.POLLIN})
+                if only in self._watchers and only.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                    self._schedule()  # more than one batch waits: the rest after the others
             else:
-                self._schedule()  # still busy: again after the others had a turn
+                for _ in range(self._ROUNDS_PER_CALL):
+                    ready = dict(self._poller.poll(0))
+                    if not ready:
+                        break
+                    self._read_ready(ready)
+                else:
+                    self._schedule()  # still busy: again after the others had a turn
             if self._probes or self._pending_in or self._timer is not None or any(
                     not link.up for link in self._links.values()):
                 self._timers()
