@@ -67,7 +67,8 @@ msg/s, confirm p50 / p99 31.8 / 138 ms at window 256; at window 1, 3.15 / 5.2 ms
 * Since then the nodes do their socket work on the hub (``transports.zmq``,
   ``io="hub"``): no frame crosses between Python threads. Same hour, hub against
   thread: window 1 p50 2.98 against 3.33 ms, 6.3k against 5.9k msg/s at 16 B
-  (a later run: 7.2k and 6.1k msg/s, window 1 3.33 ms). What is left at window
+  (later runs, with the sugar-free pyzmq calls: 6,970 / 6,591 msg/s and window 1
+  2.75 ms; 6,676 / 5,976 and 3.16 ms half an hour later). What is left at window
   1 is CPU: per message, with the consumer, the leader's process uses about
   2 ms of CPU, the followers 1.6 and 1.35 ms, the clients 0.25 ms each, so the
   two cores are ~85 % busy at ~300 messages/s and every stage waits for one.
