@@ -240,13 +240,18 @@ class IoLoop:
             elif sock is link.mon:
                 self._read_dealer_monitor(link)
 
-    def _poll_timeout(self) -> int | None:
+    def _next_deadline(self) -> float | None:
+        """The earliest probe or handshake deadline (``time.monotonic``), if any."""
         deadlines = [t for t in self._probes]
         deadlines += [lk.deadline for lk in self._pending_in.values()]
         deadlines += [lk.deadline for lk in self._links.values() if not lk.up]
-        if not deadlines:
+        return min(deadlines) if deadlines else None
+
+    def _poll_timeout(self) -> int | None:
+        deadline = self._next_deadline()
+        if deadline is None:
             return None
-        return max(0, int((min(deadlines) - time.monotonic()) * 1000) + 1)
+        return max(0, int((deadline - time.monotonic()) * 1000) + 1)
 
     def _emit(self, event: tuple[Any, ...]) -> None:
         self.events.append(event)
@@ -758,20 +763,23 @@ class HubIoLoop(IoLoop):
         return False
 
     def _arm_timer(self) -> None:
-        timeout = self._poll_timeout()
-        at = None if timeout is None else time.monotonic() + timeout / 1000.0
-        if at == self._timer_at:
+        """One libev timer for the earliest deadline; re-armed only when that changes."""
+        at = self._next_deadline()
+        if at == self._timer_at and (at is None or self._timer is not None):
             return
         if self._timer is not None:
             self._timer.stop()
             self._timer.close()
             self._timer = None
         self._timer_at = at
-        if timeout is not None:
-            self._timer = self._loop.timer(timeout / 1000.0)
+        if at is not None:
+            self._timer = self._loop.timer(max(0.0, at - time.monotonic()) + 0.001)
             self._timer.start(self._timer_round)
 
     def _timer_round(self) -> None:
+        if self._timer is not None:
+            self._timer.close()
+            self._timer = None
         self._timer_at = None
         self._hub_round()
 
