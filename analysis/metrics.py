@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import ORDER, deliveries
+from analysis.checks.common import ORDER, deliveries, rare_replica_rows
 from analysis.checks.flow import blocked_intervals
 from analysis.load import History
 from analysis.model import Params
@@ -130,7 +130,7 @@ def compute(h: History, p: Params) -> Metrics:
                       .where(F.col("kind").isin("crashed", "restarted", "intensity_exceeded"))
                       .groupBy("actor_class", "kind", "reason").count().collect()]
     if h.has("replica_events"):
-        m.leader_changes = [(r["queue"], (r["ts_ns"] - t0) / 1e9) for r in h["replica_events"]
+        m.leader_changes = [(r["queue"], (r["ts_ns"] - t0) / 1e9) for r in rare_replica_rows(h)
                             .where(F.col("kind") == "leader_elected")
                             .select("queue", "ts_ns").collect()]
     m.summary = summarize(m, p)

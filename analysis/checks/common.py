@@ -186,6 +186,18 @@ def _deliveries(h: History, p: Params) -> DataFrame:
     )
 
 
+#: the replica rows a run records by the million; every other kind is rare
+BULK_REPLICA_KINDS = ("applied", "service_queue", "local_delivery")
+
+
+def rare_replica_rows(h: History) -> DataFrame:
+    """The replica rows of every kind but `BULK_REPLICA_KINDS`, cached: leader elections,
+    recoveries, DLX worker and discard rows. Several checks look these up; each lookup
+    on `replica_events` itself would read all of it again."""
+    return h.cached("replica_rare", lambda: h["replica_events"]
+                    .where(~F.col("kind").isin(*BULK_REPLICA_KINDS)))
+
+
 def enqueue_pos(h: History) -> DataFrame:
     """(queue, msg_id, pos): raft index of the applied enqueue of each message."""
     return h.cached("enqueue_pos", lambda: h["replica_events"]
@@ -216,7 +228,8 @@ def _dark_intervals(h: History) -> DataFrame:
     # windows over every replica row, and only servers with such points are read.
     rep = h["replica_events"].where(F.col("server").isNotNull())
     key = ("ts_ns", "is_kill", "seq")
-    points = rep.where(F.col("kind") == "recovered").select(
+    points = rare_replica_rows(h).where(
+        (F.col("kind") == "recovered") & F.col("server").isNotNull()).select(
         "queue", "server", "ts_ns", F.lit(False).alias("is_kill"), "seq")
     kills = (h["nemesis_events"].where((F.col("kind") == "start") & (F.col("fault") == "kill"))
              .select(F.explode("targets").alias("node"), "ts_ns"))
@@ -282,7 +295,7 @@ def _per_index(h: History) -> DataFrame:
     rep = h["replica_events"]
     kind = F.col("kind")
     rows = rep.where(kind.isin("applied", "service_queue", "local_delivery"))
-    recoveries = (rep.where(kind == "recovered").groupBy("queue", "server")
+    recoveries = (rare_replica_rows(h).where(kind == "recovered").groupBy("queue", "server")
                   .agg(F.collect_list("ts_ns").alias("_recovered")))
     rows = rows.join(F.broadcast(recoveries), ["queue", "server"], "left")
     applied = kind == "applied"

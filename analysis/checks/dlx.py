@@ -12,6 +12,7 @@ from analysis.checks.common import (
     count_rows,
     lit_map,
     no_violations,
+    rare_replica_rows,
     total,
     vrows,
 )
@@ -27,7 +28,8 @@ def run(h: History, p: Params) -> CheckResult:
         status, note = model.dlx_status({}, False, h.drained)
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
     rep = h["replica_events"]
-    discards = (rep.where((F.col("kind") == "dlx_discard") & F.col("queue").isin(list(sources)))
+    rare = rare_replica_rows(h)
+    discards = (rare.where((F.col("kind") == "dlx_discard") & F.col("queue").isin(list(sources)))
                 .withColumn("target", lit_map(sources, "string", "string")[F.col("queue")])
                 .groupBy("queue", "target", "msg_id").agg(F.min("ts_ns").alias("ts_ns")))
     # only the dead-letter targets' enqueues and deliveries can answer a discard
@@ -40,7 +42,7 @@ def run(h: History, p: Params) -> CheckResult:
                                        & F.col("queue").isin(targets))
                  .select(F.col("queue").alias("target"), "msg_id").distinct()
                  .withColumn("delivered", F.lit(True)))
-    settled = (rep.where((F.col("kind") == "dlx_settled") & F.col("queue").isin(list(sources)))
+    settled = (rare.where((F.col("kind") == "dlx_settled") & F.col("queue").isin(list(sources)))
                .select("queue", "msg_id").distinct()
                .withColumn("settled", F.lit(True)))
     d = h.cached("dlx/discards", lambda: discards.join(enq, ["target", "msg_id"], "left")

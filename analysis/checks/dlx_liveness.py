@@ -17,7 +17,14 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from analysis import final_state, model
-from analysis.checks.common import CheckResult, count_rows, no_violations, total, vrows
+from analysis.checks.common import (
+    CheckResult,
+    count_rows,
+    no_violations,
+    rare_replica_rows,
+    total,
+    vrows,
+)
 from analysis.load import History
 from analysis.model import Params
 
@@ -44,7 +51,7 @@ def run(h: History, p: Params) -> CheckResult:
                  .agg(F.max("ts_ns")).first()[0])
     at, why = final_state.eval_point(drain_end, h.run_end_ns,
                                      model.last_fault_stop(h.windows), p.dlx_grace_ns)
-    rep = h["replica_events"]
+    rep = rare_replica_rows(h)
     checkouts = (rep.where((F.col("kind") == "dlx_worker_checkout")
                            & F.col("queue").isin(sources))
                  .select("queue", _pid().alias("pid"), _short("node").alias("wnode"), "ts_ns"))

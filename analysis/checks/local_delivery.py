@@ -28,6 +28,7 @@ from analysis.checks.common import (
     dark_intervals,
     no_violations,
     per_index,
+    rare_replica_rows,
     total,
     vrows,
 )
@@ -122,7 +123,7 @@ def _decisions(h: History) -> DataFrame:
     dec = dec.select("queue", "raft_index", "applied_ts", "term", "d.*", F.filter(
         "sends", lambda x: (x["msg_id"] == F.col("d.msg_id"))
         & (x["attempt"] == F.col("d.attempt"))).alias("own"))
-    leaders = (rep.where(F.col("kind") == "leader_elected")
+    leaders = (rare_replica_rows(h).where(F.col("kind") == "leader_elected")
                .groupBy(F.col("queue").alias("l_queue"), F.col("raft_term").alias("l_term"))
                .agg(F.min("leader").alias("term_leader")))
     members = (rep.where(F.col("server").isNotNull())

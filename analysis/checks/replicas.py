@@ -23,6 +23,7 @@ from analysis.checks.common import (
     dark_intervals,
     no_violations,
     per_index,
+    rare_replica_rows,
     vrows,
 )
 from analysis.load import History
@@ -69,7 +70,8 @@ def run(h: History, p: Params) -> CheckResult:
     order_v = vrows(bad, CHECK, kind, queue=F.col("queue"), key=F.col("server"),
                     raft_index=F.col("raft_index"), ts_ns=F.col("ts_ns"),
                     detail=F.concat(F.lit("after "), F.col("prev").cast("string")))
-    leaders = (rep.where(F.col("kind") == "leader_elected").groupBy("queue", "raft_term")
+    leaders = (rare_replica_rows(h).where(F.col("kind") == "leader_elected")
+               .groupBy("queue", "raft_term")
                .agg(F.count_distinct("leader").alias("n")))
     elect_v = vrows(leaders.where(F.col("n") > 1), CHECK, "election_safety",
                     queue=F.col("queue"),

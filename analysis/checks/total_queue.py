@@ -21,7 +21,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import CheckResult, count_rows, deliveries, lit_map, total, vrows
+from analysis.checks.common import (
+    CheckResult,
+    count_rows,
+    deliveries,
+    lit_map,
+    rare_replica_rows,
+    total,
+    vrows,
+)
 from analysis.load import History
 from analysis.model import Params
 
@@ -96,7 +104,7 @@ def _messages(h: History, p: Params) -> DataFrame:
             .unionByName(part(d, F.lit("deliver"), None, F.struct(*DELIVERY), None)))
     targets = {q: c["dlx_target"] for q, c in meta.queues.items() if c.get("dlx_target")}
     if targets:
-        discards = h["replica_events"].where(F.col("kind") == "dlx_discard")
+        discards = rare_replica_rows(h).where(F.col("kind") == "dlx_discard")
         rows = rows.unionByName(part(discards, F.lit("dlx_discard"), None, None,
                                      lit_map(targets, "string", "string")[F.col("queue")]))
     agg = rows.groupBy("msg_id").agg(
