@@ -3,14 +3,16 @@ of every delivery (settled ok, returned, dropped, still open), the replica log g
 per index, and holes in a replica's record.
 
 Cost matters as much as the rules here (a 10M-event history on two cores): shared
-frames are built with as few shuffles as possible (windows over one shuffle by
-connection instead of self-joins; one aggregation per log index) and cached once, run
+frames are built with as few shuffles and sorts as possible (a delivery's fate from
+one window over the deliveries and settles, the rare opens, closes and cancels looked
+up from broadcast arrays; one aggregation per log index) and cached once, run
 metadata is looked up through literal maps rather than joins with small frames made
 from Python lists (those start a Python worker), and the raw tables are read from
 Parquet per use rather than cached whole."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
@@ -87,8 +89,12 @@ def total(cond: Column) -> Column:
     return F.sum(F.when(cond, 1).otherwise(0))
 
 
-CHANNEL_KINDS = ("channel_open", "channel_close", "conn_close", "cancel", "consume_ok",
-                 "deliver", "get_ok", "ack", "nack", "reject")
+#: the client columns a delivery keeps (run_id, node, wall_ns, settle and close fields,
+#: extra: no check reads them from a delivery, and every column kept is sorted along)
+DELIVERY_COLUMNS = ("emitter", "seq", "ts_ns", "kind", "queue", "conn_id", "channel_id",
+                    "msg_id", "pub_chan", "pub_seq", "body_digest", "consumer_tag",
+                    "delivery_tag", "redelivered", "delivery_count")
+SETTLE_KINDS = ("ack", "nack", "reject")
 
 
 def _at_or_after(*keys: str | Column) -> WindowSpec:
@@ -99,23 +105,98 @@ def _at_or_after(*keys: str | Column) -> WindowSpec:
             .rangeBetween(Window.unboundedPreceding, Window.currentRow))
 
 
-def _client_with_epochs(h: History) -> DataFrame:
-    """The client rows of channel life and consumption (`CHANNEL_KINDS`) with `epoch`: how
-    many `channel_open`s of the row's channel came before (publishes and their
-    completions do not change it and are left out), plus `_conn_end` / `_conn_err_end`:
-    the first (abnormal) `conn_close` of the connection at or after the row."""
-    ops = h["client_ops"].where(F.col("kind").isin(*CHANNEL_KINDS))
-    # first the connection-wide windows: one shuffle by conn_id serves every finer one
-    conn = _at_or_after("conn_id")
-    close = F.col("kind") == "conn_close"
-    ops = ops.select("*", F.min(F.when(close, F.col("ts_ns"))).over(conn).alias("_conn_end"),
-                     F.min(F.when(close & F.col("error").isNotNull(), F.col("ts_ns")))
-                     .over(conn).alias("_conn_err_end"))
-    w = (Window.partitionBy("conn_id", "channel_id").orderBy(*ORDER)
-         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    opens = F.sum(F.when(F.col("kind") == "channel_open", 1).otherwise(0)).over(w)
-    has_chan = F.col("conn_id").isNotNull() & F.col("channel_id").isNotNull()
-    return ops.withColumn("epoch", F.when(has_chan, opens))
+def _has_chan() -> Column:
+    return F.col("conn_id").isNotNull() & F.col("channel_id").isNotNull()
+
+
+def _with_epoch(rows: DataFrame, opens: DataFrame) -> DataFrame:
+    """`rows` with `epoch`: how many `channel_open`s of the row's channel are at or before
+    it in `(ts_ns, emitter, seq)` order (null without a connection and channel)."""
+    me = F.struct(*ORDER)
+    n = F.coalesce(F.size(F.filter("_opens", lambda o: o <= me)), F.lit(0))
+    return (rows.join(F.broadcast(opens), ["conn_id", "channel_id"], "left")
+            .withColumn("epoch", F.when(_has_chan(), n)).drop("_opens"))
+
+
+def _first_at_or_after(times: str, pick: Callable[[Column], Column] | None = None) -> Column:
+    """The smallest `ts` of the structs in array column `times` (optionally only those
+    `pick` accepts) at or after this row's `ts_ns`; null when there is none."""
+    ts = F.col("ts_ns")
+    return F.array_min(F.transform(
+        F.filter(times, lambda c: (c["ts"] >= ts) & (pick(c) if pick else F.lit(True))),
+        lambda c: c["ts"]))
+
+
+def _abnormal(end: Column) -> Column:
+    return end["err"]
+
+
+def _deliveries(h: History, p: Params) -> DataFrame:
+    """A delivery's settle is the first ack/nack/reject of its channel epoch and tag at
+    or after it; it ends unsettled at the first close of its connection, channel epoch
+    or consumer at or after it; an ack is ambiguous when an abnormal close of the
+    connection or channel epoch follows within `ack_grace`.
+
+    Opens, closes and cancels are few, so they are gathered per channel (per connection,
+    per consumer) and looked up from broadcast arrays; only the settle needs a window
+    over the bulk rows (deliveries and settles), one shuffle and one sort. Windows for
+    the epochs and the closes would cost a sort of every row each."""
+    ops = h["client_ops"]
+    kind, ts = F.col("kind"), F.col("ts_ns")
+    opens = (ops.where((kind == "channel_open") & _has_chan())
+             .groupBy("conn_id", "channel_id")
+             .agg(F.collect_list(F.struct(*ORDER)).alias("_opens")))
+    err = F.col("error").isNotNull()
+    end = F.struct(ts.alias("ts"), err.alias("err"))
+    conn_ends = (ops.where((kind == "conn_close") & F.col("conn_id").isNotNull())
+                 .groupBy("conn_id").agg(F.collect_list(end).alias("_conn_ends")))
+    chan = ["conn_id", "channel_id", "epoch"]
+    tag = F.coalesce(F.col("consumer_tag"), F.lit("")).alias("_tag")
+    rare = _with_epoch(ops.where(kind.isin("channel_close", "cancel") & _has_chan())
+                       .select("conn_id", "channel_id", *ORDER, "kind", "error",
+                               "consumer_tag"), opens)
+    chan_ends = (rare.where(kind == "channel_close").groupBy(*chan)
+                 .agg(F.collect_list(end).alias("_chan_ends")))
+    cancels = (rare.where(kind == "cancel").groupBy(*chan, tag)
+               .agg(F.collect_list(F.struct(ts.alias("ts"))).alias("_cancels")))
+    bulk = ops.where(kind.isin("deliver", "get_ok", *SETTLE_KINDS)).select(
+        *DELIVERY_COLUMNS, "requeue", tag)
+    rows = (_with_epoch(bulk, opens)
+            .join(F.broadcast(conn_ends), "conn_id", "left")
+            .join(F.broadcast(chan_ends), chan, "left")
+            .join(F.broadcast(cancels), [*chan, "_tag"], "left"))
+    conn_end = _first_at_or_after("_conn_ends")
+    chan_end = _first_at_or_after("_chan_ends")
+    err_end = F.least(_first_at_or_after("_conn_ends", _abnormal),
+                      _first_at_or_after("_chan_ends", _abnormal))
+    has_chan = F.col("conn_id").isNotNull() & F.col("epoch").isNotNull()
+    settle = F.when(kind.isin(*SETTLE_KINDS), F.struct(
+        ts.alias("s_ts_ns"), F.col("emitter").alias("s_emitter"), F.col("seq").alias("s_seq"),
+        kind.alias("s_kind"), F.col("requeue").alias("s_requeue"), err_end.alias("s_err_end")))
+    d = (rows.select(*DELIVERY_COLUMNS, "epoch",
+                     F.min(settle).over(_at_or_after(*chan, "delivery_tag")).alias("_settle"),
+                     F.when(F.col("conn_id").isNotNull(), conn_end).alias("_conn_end"),
+                     F.when(has_chan, F.least(chan_end, _first_at_or_after("_cancels")))
+                     .alias("_chan_end"))
+         .where(kind.isin("deliver", "get_ok")))
+    s = F.when(has_chan & F.col("delivery_tag").isNotNull(), F.col("_settle"))
+    end_ts = F.least("_conn_end", "_chan_end")
+    settle_kind = s["s_kind"]
+    is_ack = F.coalesce(settle_kind == "ack", F.lit(False))
+    outcome = (F.when(settle_kind == "ack", "ok")
+               .when(settle_kind.isNotNull() & (s["s_requeue"] == F.lit(False)), "dropped")
+               .when(settle_kind.isNotNull(), "returned")
+               .when(end_ts.isNotNull(), "returned")
+               .otherwise("open"))
+    ambiguous = is_ack & F.coalesce(s["s_err_end"] <= s["s_ts_ns"] + F.lit(p.ack_grace_ns),
+                                    F.lit(False))
+    return d.select(
+        *DELIVERY_COLUMNS, "epoch",
+        outcome.alias("outcome_d"),
+        ambiguous.alias("ambiguous"),
+        F.coalesce(s["s_ts_ns"], end_ts).alias("release_ts"),
+        F.when(is_ack, s["s_ts_ns"]).alias("ok_ts"),
+    )
 
 
 def consumer_key(prefix: str = "") -> Column:
@@ -135,55 +216,6 @@ def first_attempt() -> Column:
 def deliveries(h: History, p: Params) -> DataFrame:
     """Every `deliver`/`get_ok` with outcome, ambiguity, release and ok times."""
     return h.cached(f"deliveries/{p.ack_grace_ns}", lambda: _deliveries(h, p))
-
-
-def _deliveries(h: History, p: Params) -> DataFrame:
-    """A delivery's settle is the first ack/nack/reject of its channel epoch and tag at
-    or after it; it ends unsettled at the first close of its connection, channel epoch
-    or consumer at or after it; an ack is ambiguous when an abnormal close of the
-    connection or channel epoch follows within `ack_grace`. All of it comes from
-    windows over the connection's rows (no joins): the settle row carries the first
-    abnormal close after it to the delivery (one shuffle, by connection)."""
-    ops = _client_with_epochs(h)
-    base = [c for c in ops.columns if not c.startswith("_")]
-    chan = ["conn_id", "channel_id", "epoch"]
-    kind, ts = F.col("kind"), F.col("ts_ns")
-    has_chan = F.col("conn_id").isNotNull() & F.col("epoch").isNotNull()
-    in_chan = _at_or_after(*chan)
-    marked = ops.select(
-        "*",
-        F.min(F.when(kind == "channel_close", ts)).over(in_chan).alias("_chan_end"),
-        F.min(F.when((kind == "channel_close") & F.col("error").isNotNull(), ts))
-        .over(in_chan).alias("_chan_err_end"),
-        F.min(F.when(kind == "cancel", ts))
-        .over(_at_or_after(*chan, F.coalesce(F.col("consumer_tag"), F.lit(""))))
-        .alias("_cancel_end"))
-    settle = F.when(kind.isin("ack", "nack", "reject"), F.struct(
-        ts.alias("s_ts_ns"), F.col("emitter").alias("s_emitter"), F.col("seq").alias("s_seq"),
-        kind.alias("s_kind"), F.col("requeue").alias("s_requeue"),
-        F.least("_conn_err_end", "_chan_err_end").alias("s_err_end")))
-    d = (marked.select("*", F.min(settle).over(_at_or_after(*chan, "delivery_tag"))
-                       .alias("_settle"))
-         .where(kind.isin("deliver", "get_ok")))
-    s = F.when(has_chan & F.col("delivery_tag").isNotNull(), F.col("_settle"))
-    end_ts = F.least(F.when(F.col("conn_id").isNotNull(), F.col("_conn_end")),
-                     F.when(has_chan, F.least("_chan_end", "_cancel_end")))
-    settle_kind = s["s_kind"]
-    is_ack = F.coalesce(settle_kind == "ack", F.lit(False))
-    outcome = (F.when(settle_kind == "ack", "ok")
-               .when(settle_kind.isNotNull() & (s["s_requeue"] == F.lit(False)), "dropped")
-               .when(settle_kind.isNotNull(), "returned")
-               .when(end_ts.isNotNull(), "returned")
-               .otherwise("open"))
-    ambiguous = is_ack & F.coalesce(s["s_err_end"] <= s["s_ts_ns"] + F.lit(p.ack_grace_ns),
-                                    F.lit(False))
-    return d.select(
-        *base,
-        outcome.alias("outcome_d"),
-        ambiguous.alias("ambiguous"),
-        F.coalesce(s["s_ts_ns"], end_ts).alias("release_ts"),
-        F.when(is_ack, s["s_ts_ns"]).alias("ok_ts"),
-    )
 
 
 #: the replica rows a run records by the million; every other kind is rare
