@@ -307,10 +307,145 @@ def _dark_intervals(h: History) -> DataFrame:
         .alias("cut_index")).distinct()
 
 
+IDX = ("queue", "raft_index")
+#: suspect indexes up to this many are broadcast to pick their rows out of the bulk
+SUSPECT_BROADCAST = 200_000
+
+
+def members(h: History) -> DataFrame:
+    """(queue, consumer_node, member): the server of each queue on each node (the
+    smallest name when several), the sender a consumer on that node should get."""
+    return h.cached("members", lambda: h["replica_events"].where(F.col("server").isNotNull())
+                    .groupBy("queue", F.substring_index("server", "@", -1)
+                             .alias("consumer_node"))
+                    .agg(F.min("server").alias("member")))
+
+
+def term_leaders(h: History) -> DataFrame:
+    """(l_queue, l_term, term_leader): the leader elected for each term (the smallest
+    name when several were)."""
+    return (rare_replica_rows(h).where(F.col("kind") == "leader_elected")
+            .groupBy(F.col("queue").alias("l_queue"), F.col("raft_term").alias("l_term"))
+            .agg(F.min("leader").alias("term_leader")))
+
+
+def index_summary(h: History) -> DataFrame:
+    """One row per `(queue, raft_index)` of the replica log in fixed-width columns:
+    `applied` (how many `applied` rows), `decisions` (distinct service-queue decisions
+    `(msg_id, attempt, consumer_key, consumer_node)`) and `suspect`: the index may hold
+    a violation of replica determinism or local delivery, or a send counted as resent.
+
+    Why: gathering every index's rows into arrays (`per_index`) makes Spark sort and
+    copy every replica row as objects, which cost more than the rest of both checks.
+    Agreement is decided here from fixed-width aggregates over one shuffle of the bulk
+    replica rows (by index; the finer groupings reuse it): a clean index is one where
+    every `applied` row has the same `(raft_term, cmd_type, cmd_digest)` and state
+    digest, every decision was made by every server that applied or decided there, and
+    each decided `(msg_id, attempt)` has exactly one send, from its expected sender.
+    Only suspect indexes go through `per_index`, whose array rules decide exactly what is
+    reported. Tuples, server sets and names are compared here by 64-bit hashes
+    (`xxhash64`; sets by the XOR of their members' hashes): a collision could only make a
+    disagreeing index look clean, with a probability of about 2^-64 per pair."""
+    return h.cached("index_summary", lambda: _index_summary(h))
+
+
+def _hash_present(*cols: str) -> Column:
+    """A 64-bit hash of `cols` that tells a null from a value in every position."""
+    return F.xxhash64(*cols, *[F.col(c).isNull() for c in cols])
+
+
+def _index_summary(h: History) -> DataFrame:
+    kind = F.col("kind")
+    idx = list(IDX)
+    rows = (h["replica_events"].where(kind.isin(*BULK_REPLICA_KINDS))
+            .select(*idx, "server", "kind", "ts_ns", "raft_term", "cmd_type", "cmd_digest",
+                    "state_digest", "msg_id", "attempt", "consumer_key", "consumer_node")
+            .repartition(*idx))
+    applied = kind == "applied"
+    log_h = F.when(applied, _hash_present("raft_term", "cmd_type", "cmd_digest"))
+    state = F.when(applied, F.col("state_digest"))
+    servers = (rows.where(kind.isin("applied", "service_queue")).groupBy(*idx, "server")
+               .agg(F.count(F.when(applied, 1)).alias("n_applied"),
+                    F.min(F.when(applied, F.col("raft_term"))).alias("term"),
+                    F.min(log_h).alias("log_lo"), F.max(log_h).alias("log_hi"),
+                    F.min(state).alias("state_lo"), F.max(state).alias("state_hi"))
+               .groupBy(*idx)
+               .agg(F.count(F.lit(1)).alias("n_servers"),
+                    F.bit_xor(F.xxhash64("server")).alias("servers_x"),
+                    F.sum("n_applied").alias("applied"), F.min("term").alias("term"),
+                    F.min("log_lo").alias("log_lo"), F.max("log_hi").alias("log_hi"),
+                    F.min("state_lo").alias("state_lo"), F.max("state_hi").alias("state_hi")))
+    dec_key = [*idx, "msg_id", "attempt", "consumer_key", "consumer_node"]
+    # each distinct decision with the servers that made it, and its expected sender
+    # when the consumer's node has a member (else the term's leader, at the index level)
+    decided = (rows.where(kind == "service_queue").select(*dec_key, "server").distinct()
+               .groupBy(*dec_key)
+               .agg(F.count(F.lit(1)).alias("n_srv"),
+                    F.bit_xor(F.xxhash64("server")).alias("srv_x"))
+               .join(F.broadcast(members(h)), ["queue", "consumer_node"], "left")
+               .select(*idx, "msg_id", "attempt", "n_srv", "srv_x",
+                       F.when(F.col("member").isNotNull(), F.xxhash64("member"))
+                       .alias("member_h"),
+                       F.col("member").isNull().alias("no_member"),
+                       F.lit(None).cast("long").alias("send_h")))
+    sent = (rows.where(kind == "local_delivery")
+            .select(*idx, "msg_id", "attempt", F.lit(None).cast("long").alias("n_srv"),
+                    F.lit(None).cast("long").alias("srv_x"),
+                    F.lit(None).cast("long").alias("member_h"),
+                    F.lit(None).cast("boolean").alias("no_member"),
+                    F.xxhash64("server").alias("send_h")))
+    is_dec = F.col("n_srv").isNotNull()
+    per_key = (decided.unionByName(sent).groupBy(*idx, "msg_id", "attempt").agg(
+        F.count(F.when(is_dec, 1)).alias("n_dec"), F.count("send_h").alias("n_send"),
+        F.min("send_h").alias("send_h"),
+        F.min("member_h").alias("member_lo"), F.max("member_h").alias("member_hi"),
+        F.count(F.when(F.col("no_member"), 1)).alias("n_no_member"),
+        F.min("n_srv").alias("n_srv_lo"), F.max("n_srv").alias("n_srv_hi"),
+        F.min("srv_x").alias("srv_x_lo"), F.max("srv_x").alias("srv_x_hi")))
+    send = F.col("send_h")
+    dec = F.col("n_dec") > 0
+    # a decision key is clean when it has one send (none without decisions) from the
+    # member on the consumer's node; a null key never matches a send (`==` in per_index)
+    key_bad = (F.col("msg_id").isNull() | F.col("attempt").isNull() | (F.col("n_send") > 1)
+               | (dec & (F.col("n_send") == 0))
+               | (dec & F.col("member_lo").isNotNull()
+                  & ((F.col("member_lo") != send) | (F.col("member_hi") != send))))
+    by_leader = dec & (F.col("n_no_member") > 0)
+    keys = per_key.groupBy(*idx).agg(
+        F.sum("n_dec").alias("decisions"),
+        F.count(F.when(key_bad, 1)).alias("bad_keys"),
+        F.min(F.when(by_leader, send)).alias("lead_lo"),
+        F.max(F.when(by_leader, send)).alias("lead_hi"),
+        F.min("n_srv_lo").alias("n_srv_lo"), F.max("n_srv_hi").alias("n_srv_hi"),
+        F.min("srv_x_lo").alias("srv_x_lo"), F.max("srv_x_hi").alias("srv_x_hi"))
+    leaders = term_leaders(h).select("l_queue", "l_term",
+                                     F.xxhash64("term_leader").alias("leader_h"))
+    both = (servers.join(keys, idx, "full")
+            .join(F.broadcast(leaders), (F.col("queue") == F.col("l_queue"))
+                  & (F.col("term") == F.col("l_term")), "left"))
+    n_servers, servers_x = F.col("n_servers"), F.col("servers_x")
+
+    def differ(lo: str, hi: str) -> Column:
+        return F.coalesce(F.col(lo) != F.col(hi), F.lit(False))
+
+    split_decisions = F.coalesce(F.col("decisions"), F.lit(0)) > 0
+    uneven = split_decisions & ~F.coalesce(
+        (F.col("n_srv_lo") == n_servers) & (F.col("n_srv_hi") == n_servers)
+        & (F.col("srv_x_lo") == servers_x) & (F.col("srv_x_hi") == servers_x), F.lit(False))
+    leader_h = F.col("leader_h")
+    wrong_leader = (F.col("lead_lo").isNotNull() & leader_h.isNotNull()
+                    & ((F.col("lead_lo") != leader_h) | (F.col("lead_hi") != leader_h)))
+    suspect = (differ("log_lo", "log_hi") | differ("state_lo", "state_hi") | uneven
+               | (F.coalesce(F.col("bad_keys"), F.lit(0)) > 0) | wrong_leader)
+    return both.select(*idx, F.coalesce("applied", F.lit(0)).alias("applied"),
+                       F.coalesce("decisions", F.lit(0)).alias("decisions"),
+                       suspect.alias("suspect"))
+
+
 def per_index(h: History) -> DataFrame:
-    """One row per `(queue, raft_index)` of the replica log, shared by replica determinism
-    and local delivery: what every server applied there and the decisions and sends
-    made for it, gathered by a single aggregation (one shuffle of the replica rows).
+    """One row per suspect `(queue, raft_index)` of `index_summary`, shared by replica
+    determinism and local delivery: what every server applied there and the decisions and
+    sends made for it, gathered by one aggregation of those indexes' replica rows.
 
     Columns: `applied` (how many `applied` rows), `applied_ts` / `term` (smallest over
     the servers), `logs` (distinct `(raft_term, cmd_type, cmd_digest)`), `states`
@@ -326,7 +461,14 @@ def per_index(h: History) -> DataFrame:
 def _per_index(h: History) -> DataFrame:
     rep = h["replica_events"]
     kind = F.col("kind")
-    rows = rep.where(kind.isin("applied", "service_queue", "local_delivery"))
+    rows = rep.where(kind.isin(*BULK_REPLICA_KINDS))
+    suspects = index_summary(h).where(F.col("suspect")).select(*IDX)
+    n = suspects.count()
+    if n == 0:  # a clean log: nothing to gather (the empty plan reads no file)
+        rows = rows.limit(0)
+    else:
+        rows = rows.join(F.broadcast(suspects) if n <= SUSPECT_BROADCAST else suspects,
+                         list(IDX), "left_semi")
     recoveries = (rare_replica_rows(h).where(kind == "recovered").groupBy("queue", "server")
                   .agg(F.collect_list("ts_ns").alias("_recovered")))
     rows = rows.join(F.broadcast(recoveries), ["queue", "server"], "left")

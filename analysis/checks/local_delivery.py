@@ -26,9 +26,11 @@ from analysis.checks.common import (
     consumer_key,
     count_rows,
     dark_intervals,
+    index_summary,
+    members,
     no_violations,
     per_index,
-    rare_replica_rows,
+    term_leaders,
     total,
     vrows,
 )
@@ -71,8 +73,10 @@ def run(h: History, p: Params) -> CheckResult:
                      ts_ns=F.col("ts_ns"), detail=F.col("attempt"))
     violations = (missing_v.unionByName(double_v).unionByName(wrong_v)
                   .unionByName(orphan_v))
-    counts = count_rows(dec, decisions=F.count(F.lit(1)),
-                        unrecorded_decisions=total(missing & F.col("unrecorded")))
+    # decisions of clean indexes are only counted (`index_summary`); `dec` holds the
+    # decisions of suspect ones
+    counts = count_rows(index_summary(h), decisions=F.sum("decisions"))
+    counts.update(count_rows(dec, unrecorded_decisions=total(missing & F.col("unrecorded"))))
     counts.update(count_rows(
         orphan.join(excused, [*MSG, "ck"], "left_semi")
         .select(F.lit(1).alias("o"), F.lit(0).alias("r"))
@@ -109,7 +113,6 @@ def _resent() -> Column:
 def _decisions(h: History) -> DataFrame:
     """One row per distinct service-queue decision with its sends, expected sender,
     whether its consumer had gone and whether a hole in the record may hide its send."""
-    rep = h["replica_events"]
     idx = per_index(h)
     fields = ("msg_id", "attempt", "consumer_key", "consumer_node")
     distinct = F.array_distinct(F.transform(
@@ -123,12 +126,7 @@ def _decisions(h: History) -> DataFrame:
     dec = dec.select("queue", "raft_index", "applied_ts", "term", "d.*", F.filter(
         "sends", lambda x: (x["msg_id"] == F.col("d.msg_id"))
         & (x["attempt"] == F.col("d.attempt"))).alias("own"))
-    leaders = (rare_replica_rows(h).where(F.col("kind") == "leader_elected")
-               .groupBy(F.col("queue").alias("l_queue"), F.col("raft_term").alias("l_term"))
-               .agg(F.min("leader").alias("term_leader")))
-    members = (rep.where(F.col("server").isNotNull())
-               .groupBy("queue", F.substring_index("server", "@", -1).alias("consumer_node"))
-               .agg(F.min("server").alias("member")))
+    leaders = term_leaders(h)
     ops = h["client_ops"]
     chan_closes = (ops.where(F.col("kind") == "channel_close")
                    .groupBy(F.concat_ws("/", "conn_id", F.col("channel_id").cast("string"))
@@ -141,7 +139,7 @@ def _decisions(h: History) -> DataFrame:
                                                                             F.lit(""))))
            .join(F.broadcast(chan_closes), "chan", "left")
            .join(F.broadcast(conn_closes), "conn", "left")
-           .join(F.broadcast(members), ["queue", "consumer_node"], "left")
+           .join(F.broadcast(members(h)), ["queue", "consumer_node"], "left")
            .join(F.broadcast(leaders), (F.col("queue") == F.col("l_queue"))
                  & (F.col("term") == F.col("l_term")), "left")
            .withColumn("expected", F.coalesce("member", "term_leader")))

@@ -5,8 +5,9 @@ order, and at most one leader is elected per term.
 A server killed while recording an apply may have lost that index's decisions (spec
 4.0): such (server, index) pairs are left out of decision agreement and counted.
 
-Log, state and decision agreement are read from `common.per_index` (one aggregation
-per log index, shared with local delivery); apply order needs each server's rows in
+Log, state and decision agreement are decided by `common.index_summary` (fixed-width
+aggregates per log index, shared with local delivery) and read exactly from
+`common.per_index` for the indexes it flags; apply order needs each server's rows in
 time order, a window.
 """
 
@@ -21,6 +22,7 @@ from analysis.checks.common import (
     CheckResult,
     count_rows,
     dark_intervals,
+    index_summary,
     no_violations,
     per_index,
     rare_replica_rows,
@@ -79,7 +81,7 @@ def run(h: History, p: Params) -> CheckResult:
                     detail=F.col("n"))
     violations = (log_v.unionByName(state_v).unionByName(dec_v).unionByName(order_v)
                   .unionByName(elect_v))
-    counts = count_rows(per_index(h).agg(F.sum("applied").alias("applied"))
+    counts = count_rows(index_summary(h).agg(F.sum("applied").alias("applied"))
                         .crossJoin(cut.agg(F.count(F.lit(1)).alias("unrecorded_indexes"))),
                         applied=F.first("applied"),
                         unrecorded_indexes=F.first("unrecorded_indexes"))
