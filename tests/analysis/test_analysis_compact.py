@@ -9,8 +9,9 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import SparkSession
 
-from analysis import schema
+from analysis import load, schema
 from analysis.compact import compact
 from analysis.recorder import Recorder
 
@@ -68,3 +69,22 @@ def test_truncated_segment_keeps_complete_batches(tmp_path: Path) -> None:
 def test_missing_raw_directory_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         compact(tmp_path)
+
+
+def test_footers_answer_what_spark_would(tmp_path: Path, spark: SparkSession) -> None:
+    """Row counts and the run's end are read from the Parquet footers; a file written
+    without statistics leaves the end to Spark."""
+    record(tmp_path, "client-1", [30, 10, 20])
+    record(tmp_path, "n1", [7])
+    compact(tmp_path)
+    h = load.load(spark, tmp_path)
+    assert h.footer_rows == {"client_ops": 4}
+    bare = load.History(spark, h.tables, h.meta)
+    assert (h.has("client_ops"), h.has("replica_events"), h.run_end_ns) \
+        == (bare.has("client_ops"), bare.has("replica_events"), bare.run_end_ns) \
+        == (True, False, 30)
+    f = next((tmp_path / "history").rglob("node=n1/*.parquet"))
+    pq.write_table(pq.read_table(f), f, write_statistics=False)
+    h = load.load(spark, tmp_path)
+    assert h.footer_ts_max == {"client_ops": None}
+    assert h.run_end_ns == 30
