@@ -39,6 +39,7 @@ import os
 import pickle
 import random
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,19 +124,25 @@ def start_link(config: WalConfig, timeout: int | None = None) -> Any:
     return gen.start(init_it, name=config.name, timeout=timeout)
 
 
-#: average sync time above which no batch is synced on the hub
+#: median write+sync time of the recent batches above which none is synced on the hub
 INLINE_SYNC_MAX_MS = 1.0
+#: how many recent batches that median is taken over
+SYNC_HISTORY = 31
 
 
-def _write_and_sync(fd: int, data: bytes, fsync: Fsync, delay_s: float = 0.0) -> None:
+def _write_and_sync(fd: int, data: bytes, fsync: Fsync, delay_s: float = 0.0) -> float:
     """One batch's write and sync: on a pool thread (blocking there, the injected
-    delay included, spares the hub), or on the hub for a small batch (`Wal._inline`)."""
+    delay included, spares the hub), or on the hub for a small batch (`Wal._inline`).
+    Returns how long the write and the sync took, in ms: the disk's own time, without
+    the hand-over to a pool thread and back (that would count a busy hub as a slow disk)."""
+    started = time.perf_counter()
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
     if delay_s > 0:
         time.sleep(delay_s)
     fsync(fd)
+    return (time.perf_counter() - started) * 1000.0
 
 
 class Wal:
@@ -159,7 +166,8 @@ class Wal:
         #: injected before each batch's sync: a slow disk (0: none)
         self.sync_delay_ms = 0
         #: a moving average of recent sync times: a slow disk is never synced inline
-        self.sync_ms_avg = 0.0
+        #: write+sync times (ms) of the last `SYNC_HISTORY` batches, oldest first
+        self.sync_ms_recent: deque[float] = deque(maxlen=SYNC_HISTORY)
         self.syncs = 0
         self.delayed_syncs = 0
 
@@ -277,19 +285,18 @@ class Wal:
                     log.warning("WAL: unexpected message %r", msg)
         if batch:
             data = wal_file.encode(batch, self.cfg.wal_compute_checksums)
-            started = time.perf_counter()
             self._writing = True
             delay_ms = self.sync_delay_ms
             if self._inline(n_entries, delay_ms):
-                _write_and_sync(self.fd, data, self.fsync)
+                fsync_ms = _write_and_sync(self.fd, data, self.fsync)
             else:
-                self._pool.apply(_write_and_sync, (self.fd, data, self.fsync, delay_ms / 1000.0))
+                fsync_ms = self._pool.apply(_write_and_sync,
+                                            (self.fd, data, self.fsync, delay_ms / 1000.0))
             self._writing = False
             self.syncs += 1
             if delay_ms > 0:
                 self.delayed_syncs += 1
-            fsync_ms = (time.perf_counter() - started) * 1000.0
-            self.sync_ms_avg += (fsync_ms - self.sync_ms_avg) / 8
+            self.sync_ms_recent.append(fsync_ms)
             self.size += len(data)
             for uid, entries in batch:
                 self._insert(self.file_no, uid, entries)
@@ -315,12 +322,21 @@ class Wal:
         and the sync release the GIL, so the node's I/O thread keeps sending
         (the AppendEntries to the followers) meanwhile. Only the other
         processes of this node wait, as long as the sync takes: so only small
-        batches (the latency case: few commands in flight), only while syncs
-        stay under `INLINE_SYNC_MAX_MS` on average, never with an injected
-        delay. Big batches (throughput) sync on the pool while the node works.
+        batches (the latency case: few commands in flight), only while the
+        median of the recent syncs stays under `INLINE_SYNC_MAX_MS`, never with
+        an injected delay. Big batches (throughput) sync on the pool while the
+        node works. A median, not a mean: one stall of a shared disk (several
+        ms, now and then) must not send every later batch through the pool.
         """
         return (delay_ms == 0 and n_entries <= self.cfg.inline_sync_max_entries
-                and self.sync_ms_avg < INLINE_SYNC_MAX_MS)
+                and self.sync_ms_median() < INLINE_SYNC_MAX_MS)
+
+    def sync_ms_median(self) -> float:
+        """Median write+sync time of the recent batches, in ms (0 before the first)."""
+        recent = self.sync_ms_recent
+        if not recent:
+            return 0.0
+        return sorted(recent)[len(recent) // 2]
 
     def _accept(self, uid: str, pid: Any, entries: list[Entry]) -> list[Entry]:
         """The part of a batch to write; sends ``resend_write`` on a gap (spec §15.3)."""

@@ -349,7 +349,31 @@ def test_small_batches_sync_on_the_hub_big_slow_or_delayed_ones_on_the_pool(
         assert wal._inline(1, 0) and wal._inline(16, 0)
         assert not wal._inline(17, 0)
         assert not wal._inline(1, 5)
-        wal.sync_ms_avg = ra_wal.INLINE_SYNC_MAX_MS
+        wal.sync_ms_recent.extend([ra_wal.INLINE_SYNC_MAX_MS] * 3)
         assert not wal._inline(1, 0)
         never = ra_wal.Wal(ra_wal.WalConfig(dir=str(tmp_path), inline_sync_max_entries=0))
         assert not never._inline(1, 0)
+
+
+def test_one_stall_of_the_disk_does_not_move_small_batches_off_the_hub(
+    node: Node, tmp_path: Any,
+) -> None:
+    """The rule looks at the median of the recent syncs: a shared disk stalls for
+    several ms now and then, and one such sync must not send every later batch
+    through the pool; a disk that is slow most of the time does."""
+    with node.attached():
+        wal = ra_wal.Wal(ra_wal.WalConfig(dir=str(tmp_path)))
+        wal.sync_ms_recent.extend([0.2] * 10 + [40.0])
+        assert wal._inline(1, 0)
+        wal.sync_ms_recent.extend([40.0] * 10)
+        assert not wal._inline(1, 0)
+        wal.sync_ms_recent.extend([0.2] * ra_wal.SYNC_HISTORY)
+        assert wal._inline(1, 0)
+
+
+def test_a_batch_records_the_time_of_its_write_and_sync(node: Node, tmp_path: Any) -> None:
+    with node.attached():
+        wal = ra_wal.Wal(ra_wal.WalConfig(dir=str(tmp_path)))
+        wal.recover()
+        wal.handle_batch([("append", UID, actors.self(), entries(1, 3))])
+        assert len(wal.sync_ms_recent) == 1 and wal.sync_ms_recent[0] > 0.0
