@@ -17,12 +17,19 @@ Phases, each on a fresh queue, ``--warmup`` seconds then ``--seconds`` measured:
 confirm latency p50 / p99), then window 1 (confirm latency of a lone publish).
 The CPU each process used in the 16-byte phase is printed, in cores.
 
+The reference is RabbitMQ measured in the same run: when a RabbitMQ server is
+installed (Debian's ``rabbitmq-server``, 3.10.8 on bookworm: ``apt-get install
+rabbitmq-server``; it is no dependency of warren), ``bench/rabbitmq_local.py``
+starts three RabbitMQ nodes on loopback after warren's phases, the same pika
+clients run the same phases against them, and the ratios printed are warren's
+figures over theirs (``--rabbitmq no`` skips it, ``yes`` requires it). Without a
+RabbitMQ server the ratios fall back to ``REFERENCE_RABBITMQ_3_10_8``, figures
+of three RabbitMQ 3.10.8 nodes measured with this workload on another 2-core
+machine, not in this run: the JSON line says which (``reference_measured_in_run``).
 ``--amqp-url URL`` (repeatable or comma separated) runs the identical workload
 against any AMQP 0-9-1 broker instead of starting warren (publisher on the first
-URL, consumer on the second), so warren and RabbitMQ can be measured side by side
-on one machine. RabbitMQ is not installed here: the ratios printed are against
-``REFERENCE_RABBITMQ_3_10_8``, figures of three RabbitMQ 3.10.8 nodes measured
-with this workload on the same kind of 2-core machine, elsewhere, not in this run.
+URL, consumer on the second). ``--phases w1`` (or ``16b``, ``1k``, comma
+separated) runs a subset.
 
 ``--profile`` adds a fourth phase (16 bytes, window 256, not counted in the
 figures) with ``py-spy record`` attached to the queue leader's node and to the
@@ -30,15 +37,28 @@ publisher (``py-spy`` on ``PATH`` or ``--py-spy PATH``; it is no dependency of
 warren). Without py-spy it profiles the publisher with cProfile only: the node
 has no profiling hook, and the bench does not change how nodes are started.
 
-Usage: ``python bench/e2e.py [--seconds 10] [--warmup 2] [--amqp-url URL]...
-[--profile] [--py-spy PATH]``. The last line printed is one JSON object.
+Usage: ``python bench/e2e.py [--seconds 10] [--warmup 2] [--phases 16b,1k,w1]
+[--rabbitmq auto|yes|no] [--amqp-url URL]... [--profile] [--py-spy PATH]``.
+The last line printed is one JSON object.
 
 Where the time goes
 -------------------
-A run on the quiet 2-core machine (load average about 2): 6,762 msg/s confirmed at
-16 B and 6,226 at 1 KiB (0.70 and 0.81 of the reference), consumer 3,743 and 3,479
-msg/s, confirm p50 / p99 31.8 / 138 ms at window 256; at window 1, 3.15 / 5.2 ms
-(2.6 times the reference's p50).
+Latest run, RabbitMQ measured in the same run on the same 2-core machine (a slower
+machine than the one the fixed reference comes from: there RabbitMQ did 9.6k msg/s
+and 1.2 ms; here 5.2k and 2.4 ms): warren 3,330 msg/s confirmed at 16 B and 3,368
+at 1 KiB against RabbitMQ's 5,185 and 4,319 (0.64 and 0.78 of it); confirm p50 at
+window 1 6.0 ms against 2.4 ms (2.5 times). On this machine window-1 runs of the
+same code spread from 4.2 to 7.7 ms p50 within an hour: compare figures of one run.
+At window 1 every stage handles batches of one: per message the leader's node
+spends about 4 ms of CPU (3.3 ms of it Python on the hub), the followers 3.2 and
+2.5 ms, so at 160 msg/s the three nodes keep 1.5 of the 2 cores busy. A message
+costs the leader about 13 inter-node frames (per follower: the AppendEntries of
+the enqueue and of the settle, each followed by one that carries the new commit
+index, as Ra sends it, and a reply to each, as Ra's followers send them, plus the
+settle command and the ``ra_event``s); one frame costs a node process about
+80 us of user and 35 us of system CPU on each side here, most of it in the
+ZeroMQ send and receive and their thread wake-ups, not in Python.
+Earlier figures, from the faster machine:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
   0.47 (it also serves the consumer) and 0.32, the clients 0.19 -- about 1.7 of the
@@ -109,6 +129,7 @@ sys.path.insert(0, str(ROOT))
 import pika  # noqa: E402
 import pika.exceptions  # noqa: E402
 
+from bench import rabbitmq_local  # noqa: E402
 from harness.cluster import Cluster  # noqa: E402
 
 CLIENTS = Path(__file__).resolve().parent / "e2e_clients.py"
@@ -117,7 +138,7 @@ CLIENTS = Path(__file__).resolve().parent / "e2e_clients.py"
 REFERENCE_RABBITMQ_3_10_8: dict[str, float] = {
     "msgs_s_16b": 9600.0, "msgs_s_1k": 7700.0, "confirm_p50_ms_w1": 1.2}
 REFERENCE_NOTE = ("RabbitMQ 3.10.8, three nodes, same workload, 2-core machine; measured "
-                  "elsewhere, not in this run (RabbitMQ is not installed here)")
+                  "elsewhere, not in this run (no rabbitmq-server here)")
 
 WINDOW = 256
 PREFETCH = 300
@@ -535,75 +556,127 @@ def _describe(phase: Phase, r: dict[str, Any]) -> str:
             f"{r['confirm_p50_ms']:.2f} ms p99 {r['confirm_p99_ms']:.2f} ms{extra}")
 
 
+def measure(target: Target, phases: list[Phase], args: argparse.Namespace,
+            root: Path) -> dict[str, dict[str, Any]]:
+    """Every phase against one target, each printed as it ends."""
+    print(f"{target.label}: publisher on {_where(target.publisher_url)}, consumer "
+          f"on {_where(target.consumer_url)}; {args.warmup:g} s warm-up + "
+          f"{args.seconds:g} s per phase", flush=True)
+    results: dict[str, dict[str, Any]] = {}
+    for phase in phases:
+        results[phase.name] = r = run_phase(target, phase, args, root)
+        print(f"  {_describe(phase, r)}", flush=True)
+        if phase.name == "16b":
+            print("        cpu (cores): " + ", ".join(
+                f"{k} {v:.2f}" for k, v in r["cpu_cores"].items()), flush=True)
+    return results
+
+
+def profile_phase(target: Target, args: argparse.Namespace, root: Path,
+                  py_spy: str | None) -> dict[str, Profile]:
+    profiler = Profiler(py_spy, root)
+    tool = "py-spy" if py_spy else "cProfile (publisher only: no py-spy)"
+    print(f"profile phase (16 B, window 256) under {tool}:", flush=True)
+    try:
+        r = run_phase(target, PROFILE_PHASE, args, root, profiler)
+        print("  " + _describe(PROFILE_PHASE, r), flush=True)
+        profile = profiler.collect(RESULT_GRACE_S)
+    finally:
+        profiler.close()
+    for name, prof in profile.items():
+        print(f"  {name} ({prof.samples} samples): self% incl% function", flush=True)
+        for func, own, incl in prof.rows:
+            print(f"    {own:5.1f} {incl:5.1f}  {func}", flush=True)
+        if prof.packages:
+            print("    by package: " + ", ".join(
+                f"{k} {v}%" for k, v in prof.packages), flush=True)
+    return profile
+
+
+#: figure name in the JSON line -> (phase, field of that phase's result)
+FIGURES: dict[str, tuple[str, str]] = {
+    "msgs_s_16b": ("16b", "msgs_s"), "msgs_s_1k": ("1k", "msgs_s"),
+    "consumer_msgs_s_16b": ("16b", "consumer_msgs_s"),
+    "consumer_msgs_s_1k": ("1k", "consumer_msgs_s"),
+    "confirm_p50_ms_w256": ("16b", "confirm_p50_ms"),
+    "confirm_p99_ms_w256": ("16b", "confirm_p99_ms"),
+    "confirm_p50_ms_w256_1k": ("1k", "confirm_p50_ms"),
+    "confirm_p99_ms_w256_1k": ("1k", "confirm_p99_ms"),
+    "confirm_p50_ms_w1": ("w1", "confirm_p50_ms"), "confirm_p99_ms_w1": ("w1", "confirm_p99_ms"),
+    "msgs_s_w1": ("w1", "msgs_s"), "cpu_cores_16b": ("16b", "cpu_cores"),
+}
+
+
+def figures(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {name: results[phase][key] for name, (phase, key) in FIGURES.items()
+            if phase in results}
+
+
+def ratios(ours: dict[str, Any], ref: dict[str, Any]) -> dict[str, float]:
+    """Throughput as a fraction of the reference's; latency as a multiple of it."""
+    out: dict[str, float] = {}
+    for key in ("msgs_s_16b", "msgs_s_1k"):
+        if key in ours and ref.get(key):
+            out[f"ratio_{key}_vs_reference"] = round(ours[key] / ref[key], 3)
+    for key in ("confirm_p50_ms_w1",):
+        if key in ours and ref.get(key):
+            out["ratio_confirm_p50_w1_vs_reference"] = round(ours[key] / ref[key], 2)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="measured, per phase")
     parser.add_argument("--warmup", type=float, default=2.0, help="before each phase")
     parser.add_argument("--nodes", type=int, default=3, help="warren nodes to start")
+    parser.add_argument("--phases", default=",".join(p.name for p in PHASES),
+                        help="comma-separated subset of " + ",".join(p.name for p in PHASES))
     parser.add_argument("--amqp-url", action="append", default=[],
                         help="an AMQP 0-9-1 broker to measure instead of warren "
                              "(repeatable or comma separated: one URL per node)")
+    parser.add_argument("--rabbitmq", choices=("auto", "yes", "no"), default="auto",
+                        help="also measure a local RabbitMQ cluster in this run as the "
+                             "reference (auto: when rabbitmq-server is installed)")
     parser.add_argument("--profile", action="store_true",
-                        help="a fourth phase under py-spy (leader node and publisher)")
+                        help="a further phase under py-spy (leader node and publisher)")
     parser.add_argument("--py-spy", default=None, help="py-spy executable (default: PATH)")
     parser.add_argument("--dir", default=None, help="where data dirs and logs go")
     args = parser.parse_args()
     urls = [u for arg in args.amqp_url for u in arg.split(",") if u]
+    by_name = {p.name: p for p in PHASES}
+    try:
+        phases = [by_name[n] for n in args.phases.split(",") if n]
+    except KeyError as exc:
+        parser.error(f"unknown phase {exc}; known: {', '.join(by_name)}")
+    want_rabbit = args.rabbitmq == "yes" or (args.rabbitmq == "auto" and not urls
+                                             and rabbitmq_local.available())
+    if args.rabbitmq == "yes" and not rabbitmq_local.available():
+        parser.error("--rabbitmq yes: rabbitmq-server is not installed "
+                     "(Debian: apt-get install rabbitmq-server)")
     py_spy = args.py_spy or shutil.which("py-spy")
     root = Path(tempfile.mkdtemp(prefix="warren-bench-e2e-", dir=args.dir))
-    results: dict[str, dict[str, Any]] = {}
     profile: dict[str, Profile] = {}
+    reference: dict[str, Any] | None = None
     try:
         with (warren_cluster(root, args.nodes) if not urls
               else _external(urls)) as target:
-            print(f"{target.label}: publisher on {_where(target.publisher_url)}, consumer "
-                  f"on {_where(target.consumer_url)}; {args.warmup:g} s warm-up + "
-                  f"{args.seconds:g} s per phase", flush=True)
-            for phase in PHASES:
-                results[phase.name] = r = run_phase(target, phase, args, root)
-                print(_describe(phase, r), flush=True)
-                if phase.name == "16b":
-                    print("        cpu (cores): " + ", ".join(
-                        f"{k} {v:.2f}" for k, v in r["cpu_cores"].items()), flush=True)
+            results = measure(target, phases, args, root)
             if args.profile:
-                profiler = Profiler(py_spy, root)
-                tool = "py-spy" if py_spy else "cProfile (publisher only: no py-spy)"
-                print(f"profile phase (16 B, window 256) under {tool}:", flush=True)
-                try:
-                    r = run_phase(target, PROFILE_PHASE, args, root, profiler)
-                    print("  " + _describe(PROFILE_PHASE, r), flush=True)
-                    profile = profiler.collect(RESULT_GRACE_S)
-                finally:
-                    profiler.close()
-                for name, prof in profile.items():
-                    print(f"  {name} ({prof.samples} samples): self% incl% function",
-                          flush=True)
-                    for func, own, incl in prof.rows:
-                        print(f"    {own:5.1f} {incl:5.1f}  {func}", flush=True)
-                    if prof.packages:
-                        print("    by package: " + ", ".join(
-                            f"{k} {v}%" for k, v in prof.packages), flush=True)
+                profile = profile_phase(target, args, root, py_spy)
+        if want_rabbit:
+            with rabbit_target(root / "rabbitmq", args.nodes) as rabbit:
+                reference = {**figures(measure(rabbit, phases, args, root)),
+                             "note": rabbit.label + ", measured in this run"}
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    r16, r1k, rw1 = results["16b"], results["1k"], results["w1"]
-    ref = REFERENCE_RABBITMQ_3_10_8
+    if reference is None:
+        reference = {**REFERENCE_RABBITMQ_3_10_8, "note": REFERENCE_NOTE}
+    ours = figures(results)
     out: dict[str, Any] = {
-        "broker": target.label,
-        "msgs_s_16b": r16["msgs_s"], "msgs_s_1k": r1k["msgs_s"],
-        "consumer_msgs_s_16b": r16["consumer_msgs_s"],
-        "consumer_msgs_s_1k": r1k["consumer_msgs_s"],
-        "confirm_p50_ms_w256": r16["confirm_p50_ms"], "confirm_p99_ms_w256": r16["confirm_p99_ms"],
-        "confirm_p50_ms_w256_1k": r1k["confirm_p50_ms"],
-        "confirm_p99_ms_w256_1k": r1k["confirm_p99_ms"],
-        "confirm_p50_ms_w1": rw1["confirm_p50_ms"], "confirm_p99_ms_w1": rw1["confirm_p99_ms"],
-        "msgs_s_w1": rw1["msgs_s"],
-        "cpu_cores_16b": r16["cpu_cores"],
-        "reference_rabbitmq_3_10_8": {**ref, "note": REFERENCE_NOTE},
-        # throughput: fraction of the reference; latency: times the reference's
-        "ratio_msgs_s_16b_vs_reference": round(r16["msgs_s"] / ref["msgs_s_16b"], 3),
-        "ratio_msgs_s_1k_vs_reference": round(r1k["msgs_s"] / ref["msgs_s_1k"], 3),
-        "ratio_confirm_p50_w1_vs_reference": round(
-            rw1["confirm_p50_ms"] / ref["confirm_p50_ms_w1"], 2),
+        "broker": target.label, **ours,
+        "reference": reference,
+        "reference_measured_in_run": want_rabbit,
+        **ratios(ours, reference),
         "window": WINDOW, "prefetch": PREFETCH, "seconds": args.seconds,
         "warmup": args.warmup, "nodes": len(urls) or args.nodes,
     }
@@ -612,14 +685,25 @@ def main() -> int:
                                    for k, v in profile.items()}
         out["profile_by_package"] = {k: dict(v.packages) for k, v in profile.items()
                                      if v.packages}
-    print(f"reference ({REFERENCE_NOTE}): "
-          f"{ref['msgs_s_16b']:.0f} msg/s 16 B, {ref['msgs_s_1k']:.0f} msg/s 1 KiB, "
-          f"confirm p50 {ref['confirm_p50_ms_w1']} ms at window 1", flush=True)
-    print(f"{target.label} / reference: 16 B x{out['ratio_msgs_s_16b_vs_reference']}, "
-          f"1 KiB x{out['ratio_msgs_s_1k_vs_reference']} of its msg/s; confirm p50 at "
-          f"window 1 x{out['ratio_confirm_p50_w1_vs_reference']} its latency", flush=True)
+    shown = ", ".join(f"{k} {reference[k]}" for k in ("msgs_s_16b", "msgs_s_1k",
+                                                      "confirm_p50_ms_w1") if k in reference)
+    print(f"reference ({reference['note']}): {shown}", flush=True)
+    print(f"{target.label} / reference: " + ", ".join(
+        f"{k.removeprefix('ratio_').removesuffix('_vs_reference')} x{v}"
+        for k, v in ratios(ours, reference).items()), flush=True)
     print(json.dumps(out))
     return 0
+
+
+@contextmanager
+def rabbit_target(root: Path, nodes: int) -> Iterator[Target]:
+    """A RabbitMQ cluster of `nodes` on loopback, as a target like warren's."""
+    started = time.monotonic()
+    with rabbitmq_local.rabbitmq_cluster(root, nodes) as rabbit:
+        version = rabbit.version()
+        print(f"RabbitMQ {version}: {nodes} nodes ready in "
+              f"{time.monotonic() - started:.1f} s", flush=True)
+        yield Target(f"RabbitMQ {version} ({nodes} nodes, local)", [n.url for n in rabbit.nodes])
 
 
 @contextmanager

@@ -1,0 +1,216 @@
+"""A throwaway RabbitMQ cluster on loopback, so bench/e2e.py can measure its reference.
+
+Why: a ratio against figures measured elsewhere says little on a machine whose disk
+and cores drift by the hour. When a RabbitMQ server is installed (Debian's
+``rabbitmq-server`` package, 3.10.8 on bookworm), the e2e bench starts this cluster
+in the same run and puts warren's figures beside RabbitMQ's, measured with the same
+pika clients a few minutes apart.
+
+Each node gets its own directory (data, logs, config, an empty plugin list), binds
+AMQP and distribution on 127.0.0.1 only, and shares a fresh cookie through a private
+``HOME``; nodes 2..N join node 1 with ``rabbitmqctl join_cluster``. Everything is
+stopped and the directory removed on exit; an ``epmd`` this cluster started is
+stopped too.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from transports.zmq_node import free_port
+
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 120.0
+
+
+class RabbitMQUnavailable(RuntimeError):
+    """No RabbitMQ server on this machine."""
+
+
+def sbin_dir() -> Path:
+    """Where the real ``rabbitmq-server``/``rabbitmqctl`` scripts are.
+
+    Debian's ``/usr/sbin`` entries are a wrapper that switches to the ``rabbitmq``
+    user; the scripts beside the wrapper run as the caller, which a private cluster
+    in a temporary directory needs.
+    """
+    found = shutil.which("rabbitmq-server")
+    if found is None:
+        raise RabbitMQUnavailable("rabbitmq-server is not on PATH "
+                                  "(Debian: apt-get install rabbitmq-server)")
+    real = Path(os.path.realpath(found))
+    for candidate in (real.parent, Path(found).parent):
+        server = candidate / "rabbitmq-server"
+        if (candidate / "rabbitmqctl").exists() and server.exists() \
+                and server.resolve().name == "rabbitmq-server":
+            return candidate
+    return Path(found).parent
+
+
+@dataclass
+class RabbitNode:
+    name: str  # rabbit1@localhost
+    amqp_port: int
+    dist_port: int
+    base: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@{HOST}:{self.amqp_port}/%2F"
+
+
+class RabbitCluster:
+    """N RabbitMQ nodes on loopback; `start()` returns once they form one cluster."""
+
+    def __init__(self, root: Path, nodes: int = 3) -> None:
+        self.root = root
+        self.sbin = sbin_dir()
+        self.home = root / "home"
+        self.cookie = secrets.token_hex(16)
+        self.nodes = [RabbitNode(f"warrenbench{i}@localhost", free_port(HOST), free_port(HOST),
+                                 root / f"rabbit{i}") for i in range(1, nodes + 1)]
+        self._epmd_before = self._epmd_running()
+
+    # -- environment ----------------------------------------------------------------
+
+    def _env(self, node: RabbitNode) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({
+            "HOME": str(self.home),
+            "RABBITMQ_NODENAME": node.name,
+            "RABBITMQ_NODE_IP_ADDRESS": HOST,
+            "RABBITMQ_NODE_PORT": str(node.amqp_port),
+            "RABBITMQ_DIST_PORT": str(node.dist_port),
+            "RABBITMQ_MNESIA_BASE": str(node.base / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(node.base / "log"),
+            "RABBITMQ_PID_FILE": str(node.base / "pid"),
+            "RABBITMQ_CONFIG_FILE": str(node.base / "rabbitmq.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(node.base / "enabled_plugins"),
+            "RABBITMQ_CONF_ENV_FILE": str(node.base / "rabbitmq-env.conf"),
+            "ERL_EPMD_ADDRESS": HOST,
+        })
+        return env
+
+    def _write_files(self, node: RabbitNode) -> None:
+        for sub in ("mnesia", "log"):
+            (node.base / sub).mkdir(parents=True, exist_ok=True)
+        (node.base / "rabbitmq.conf").write_text(
+            f"listeners.tcp.1 = {HOST}:{node.amqp_port}\n"
+            "log.console = false\nlog.file.level = warning\n")
+        (node.base / "enabled_plugins").write_text("[].\n")
+        (node.base / "rabbitmq-env.conf").write_text("")
+
+    def ctl(self, node: RabbitNode, *args: str, timeout_s: float = 60.0) -> str:
+        out = subprocess.run([str(self.sbin / "rabbitmqctl"), "-n", node.name, *args],
+                             env=self._env(node), capture_output=True, text=True,
+                             timeout=timeout_s)
+        if out.returncode != 0:
+            raise RuntimeError(f"rabbitmqctl {' '.join(args)} on {node.name} exited "
+                               f"{out.returncode}: {(out.stderr or out.stdout).strip()[-800:]}")
+        return out.stdout
+
+    def version(self) -> str:
+        """The server's version, as the first node reports it."""
+        out = self.ctl(self.nodes[0], "eval", "rabbit_misc:version().")
+        return out.strip().strip('"') or "?"
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        cookie = self.home / ".erlang.cookie"
+        cookie.write_text(self.cookie)
+        cookie.chmod(0o400)
+        for node in self.nodes:
+            self._write_files(node)
+            log = open(node.base / "stdout.log", "wb")  # noqa: SIM115 - the child owns it
+            try:
+                node.proc = subprocess.Popen([str(self.sbin / "rabbitmq-server")],
+                                             env=self._env(node), stdout=log,
+                                             stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True)
+            finally:
+                log.close()
+        for node in self.nodes:
+            self._await(node)
+        first = self.nodes[0]
+        for node in self.nodes[1:]:
+            self.ctl(node, "stop_app")
+            self.ctl(node, "join_cluster", first.name)
+            self.ctl(node, "start_app")
+        for node in self.nodes:
+            self._await(node)
+
+    def _await(self, node: RabbitNode) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        last = ""
+        while time.monotonic() < deadline:
+            if node.proc is not None and node.proc.poll() is not None:
+                raise RuntimeError(f"{node.name} exited ({node.proc.returncode}):\n"
+                                   + self._tail(node))
+            try:
+                self.ctl(node, "await_startup", "--timeout", "5", timeout_s=30.0)
+                return
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                last = str(exc)
+                time.sleep(0.5)
+        raise RuntimeError(f"{node.name} not up in {START_TIMEOUT_S:.0f} s: {last}\n"
+                           + self._tail(node))
+
+    def _tail(self, node: RabbitNode) -> str:
+        try:
+            return (node.base / "stdout.log").read_bytes()[-2000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.proc is None or node.proc.poll() is not None:
+                continue
+            try:
+                os.killpg(node.proc.pid, signal.SIGTERM)
+                node.proc.wait(30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(node.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                node.proc.wait(10)
+        if not self._epmd_before and shutil.which("epmd"):
+            subprocess.run(["epmd", "-kill"], capture_output=True, timeout=10,
+                           env={**os.environ, "ERL_EPMD_ADDRESS": HOST})
+
+    @staticmethod
+    def _epmd_running() -> bool:
+        if shutil.which("epmd") is None:
+            return False
+        out = subprocess.run(["epmd", "-names"], capture_output=True, timeout=10)
+        return out.returncode == 0
+
+
+def available() -> bool:
+    try:
+        sbin_dir()
+    except RabbitMQUnavailable:
+        return False
+    return True
+
+
+@contextmanager
+def rabbitmq_cluster(root: Path, nodes: int = 3) -> Iterator[RabbitCluster]:
+    cluster = RabbitCluster(root, nodes)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
