@@ -124,6 +124,23 @@ class RabbitCluster:
         out = self.ctl(self.nodes[0], "eval", "rabbit_misc:version().")
         return out.strip().strip('"') or "?"
 
+    def vm_pids(self) -> list[int]:
+        """The Erlang VM (beam) process of each node, for CPU figures; 0 if not found.
+
+        Each node's script runs in a session of its own, so its VM is the beam
+        process in that session."""
+        beams: dict[int, int] = {}  # session id -> pid
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                exe = (entry / "cmdline").read_bytes().split(b"\0", 1)[0]
+                if b"beam" in Path(exe.decode(errors="replace")).name.encode():
+                    beams[os.getsid(int(entry.name))] = int(entry.name)
+            except (OSError, ProcessLookupError):
+                continue
+        return [beams.get(n.proc.pid, 0) if n.proc is not None else 0 for n in self.nodes]
+
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
