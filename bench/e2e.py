@@ -671,9 +671,16 @@ def main() -> int:
             if args.profile:
                 profile = profile_phase(target, args, root, py_spy)
         if want_rabbit:
-            with rabbit_target(root / "rabbitmq", args.nodes) as rabbit:
-                reference = {**figures(measure(rabbit, phases, args, root)),
-                             "note": rabbit.label + ", measured in this run"}
+            try:
+                with rabbit_target(root / "rabbitmq", args.nodes) as rabbit:
+                    reference = {**figures(measure(rabbit, phases, args, root)),
+                                 "note": rabbit.label + ", measured in this run"}
+            except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                if args.rabbitmq == "yes":
+                    raise
+                # auto: warren's figures stand; the fixed reference is used instead
+                print(f"RabbitMQ reference not measured: {exc}", flush=True)
+                want_rabbit = False
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if reference is None:
