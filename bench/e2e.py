@@ -625,9 +625,9 @@ def ratios(ours: dict[str, Any], ref: dict[str, Any]) -> dict[str, float]:
     for key in ("msgs_s_16b", "msgs_s_1k"):
         if key in ours and ref.get(key):
             out[f"ratio_{key}_vs_reference"] = round(ours[key] / ref[key], 3)
-    for key in ("confirm_p50_ms_w1",):
-        if key in ours and ref.get(key):
-            out["ratio_confirm_p50_w1_vs_reference"] = round(ours[key] / ref[key], 2)
+    key = "confirm_p50_ms_w1"
+    if key in ours and ref.get(key):
+        out["ratio_confirm_p50_w1_vs_reference"] = round(ours[key] / ref[key], 2)
     return out
 
 

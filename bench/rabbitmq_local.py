@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import procs
 from transports.zmq_node import free_port
 
 HOST = "127.0.0.1"
@@ -47,18 +47,15 @@ def sbin_dir() -> Path:
     if found is None:
         raise RabbitMQUnavailable("rabbitmq-server is not on PATH "
                                   "(Debian: apt-get install rabbitmq-server)")
-    real = Path(os.path.realpath(found))
-    for candidate in (real.parent, Path(found).parent):
-        server = candidate / "rabbitmq-server"
-        if (candidate / "rabbitmqctl").exists() and server.exists() \
-                and server.resolve().name == "rabbitmq-server":
-            return candidate
+    beside = Path(os.path.realpath(found)).parent
+    if (beside / "rabbitmqctl").exists() and (beside / "rabbitmq-server").exists():
+        return beside
     return Path(found).parent
 
 
 @dataclass
 class RabbitNode:
-    name: str  # rabbit1@localhost
+    name: str  # warrenbench1@localhost
     amqp_port: int
     dist_port: int
     base: Path
@@ -150,14 +147,8 @@ class RabbitCluster:
         cookie.chmod(0o400)
         for node in self.nodes:
             self._write_files(node)
-            log = open(node.base / "stdout.log", "wb")  # noqa: SIM115 - the child owns it
-            try:
-                node.proc = subprocess.Popen([str(self.sbin / "rabbitmq-server")],
-                                             env=self._env(node), stdout=log,
-                                             stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, start_new_session=True)
-            finally:
-                log.close()
+            node.proc = procs.spawn([str(self.sbin / "rabbitmq-server")],
+                                    node.base / "stdout.log", self._env(node))
         for node in self.nodes:
             self._await(node)
         first = self.nodes[0]
@@ -192,17 +183,8 @@ class RabbitCluster:
 
     def stop(self) -> None:
         for node in self.nodes:
-            if node.proc is None or node.proc.poll() is not None:
-                continue
-            try:
-                os.killpg(node.proc.pid, signal.SIGTERM)
-                node.proc.wait(30)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(node.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                node.proc.wait(10)
+            if node.proc is not None:
+                procs.stop_group(node.proc, grace_s=30.0)
         if not self._epmd_before and shutil.which("epmd"):
             subprocess.run(["epmd", "-kill"], capture_output=True, timeout=10,
                            env={**os.environ, "ERL_EPMD_ADDRESS": HOST})

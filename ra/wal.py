@@ -165,7 +165,6 @@ class Wal:
         self._pool = gevent.get_hub().threadpool
         #: injected before each batch's sync: a slow disk (0: none)
         self.sync_delay_ms = 0
-        #: a moving average of recent sync times: a slow disk is never synced inline
         #: write+sync times (ms) of the last `SYNC_HISTORY` batches, oldest first
         self.sync_ms_recent: deque[float] = deque(maxlen=SYNC_HISTORY)
         self.syncs = 0
