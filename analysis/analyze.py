@@ -39,12 +39,14 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 def analyze_history(h: History, out: Path, params: Params | None = None,
                     timings: dict[str, float] | None = None,
-                    only: list[str] | None = None) -> tuple[int, dict[str, Any]]:
-    """Checks (all, or `only` these), metrics and every output file for a loaded history."""
+                    only: list[str] | None = None,
+                    workers: int | None = None) -> tuple[int, dict[str, Any]]:
+    """Checks (all, or `only` these; `workers` at once), metrics and every output file
+    for a loaded history."""
     p = params or Params()
     timings = dict(timings or {})
     out.mkdir(parents=True, exist_ok=True)
-    result = runner.run_checks(h, p, only)
+    result = runner.run_checks(h, p, only, workers)
     timings.update(result.timings_s)
     start = time.perf_counter()
     m = metrics.compute(h, p)
@@ -102,12 +104,13 @@ def _fractions(v: runner.Verdict) -> dict[str, float]:
 
 def analyze_run(spark: SparkSession, run_dir: str | Path, out: str | Path | None = None,
                 params: Params | None = None,
-                only: list[str] | None = None) -> tuple[int, dict[str, Any]]:
+                only: list[str] | None = None,
+                workers: int | None = None) -> tuple[int, dict[str, Any]]:
     """Load `<run_dir>/history` and analyse it into `out` (default `<run_dir>/analysis`)."""
     start = time.perf_counter()
     h = load.load(spark, run_dir)
     timings = {"load": round(time.perf_counter() - start, 3)}
     target = Path(out) if out else Path(run_dir) / "analysis"
-    return analyze_history(h, target, params, timings, only)
+    return analyze_history(h, target, params, timings, only, workers)
 
 

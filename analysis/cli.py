@@ -36,6 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="extra Spark setting, repeatable")
     p.add_argument("--checks", default="",
                    help="comma-separated subset of checks (default all): " + ",".join(model.CHECKS))
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="checks run at once (default: local cores + 1, at most 4)")
     p.add_argument("--ack-grace", type=float, default=5.0, help="seconds (default 5)")
     p.add_argument("--flow-grace", type=float, default=30.0, help="seconds (default 30)")
     p.add_argument("--bucket", type=float, default=1.0, help="metrics bucket seconds")
@@ -81,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         if not remote and not (run_dir / "history").is_dir() and (run_dir / "raw").is_dir():
             compact.compact(run_dir)
         conf = _conf(args.conf)
+        if args.workers is not None and args.workers < 1:
+            raise ValueError(f"--workers must be at least 1, not {args.workers}")
         only = [c for c in args.checks.split(",") if c]
         if set(only) - set(model.CHECKS):
             raise ValueError(f"unknown checks: {sorted(set(only) - set(model.CHECKS))}")
@@ -90,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
         from analysis import load, spark
 
         spark.check_java()
-        if not remote:
-            load.validate(run_dir / "history")
+        expected_rows = None if remote else load.history_rows(run_dir / "history")
     except Exception as exc:  # every input problem maps to one exit code
         print(f"warren analyze: bad input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -100,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
 
         out = out_arg or run_dir / "analysis"
         session = spark.get_session(args.master, conf=conf,
-                                    local_dir=str(out / "spark-tmp"))
-        code, summary = analyze_run(session, run_dir, out, params, only or None)
+                                    local_dir=str(out / "spark-tmp"),
+                                    expected_rows=expected_rows)
+        code, summary = analyze_run(session, run_dir, out, params, only or None,
+                                    workers=args.workers)
     except load.BadInput as exc:
         print(f"warren analyze: bad input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

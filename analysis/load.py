@@ -7,6 +7,7 @@ that lacks, say, replica events still runs every client-side check.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,15 +41,21 @@ class History:
     #: the largest `ts_ns` (None when a row group has no statistics); see `footers`
     footer_rows: dict[str, int] | None = None
     footer_ts_max: dict[str, int | None] | None = None
+    _derived_lock: threading.RLock = field(default_factory=threading.RLock, repr=False,
+                                           compare=False)
 
     def __getitem__(self, table: str) -> DataFrame:
         return self.tables[table]
 
     def cached(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
-        """A derived frame shared by several checks, computed once and kept cached."""
-        if name not in self.derived:
-            self.derived[name] = build().cache()
-        return self.derived[name]
+        """A derived frame shared by several checks, computed once and kept cached.
+
+        Checks run in several threads (`analysis.runner`): the first to ask builds the
+        frame while the others wait for it; a build may ask for other derived frames."""
+        with self._derived_lock:
+            if name not in self.derived:
+                self.derived[name] = build().cache()
+            return self.derived[name]
 
     def unpersist(self) -> None:
         """Drop derived frames and cached tables once the analysis is done."""
@@ -158,6 +165,12 @@ def footers(history_dir: Path, files: list[Path]) -> tuple[dict[str, int],
     for table in unknown:
         ts_max[table] = None
     return rows, ts_max
+
+
+def history_rows(history_dir: Path) -> int:
+    """Rows of a local history, from its Parquet footers (known before Spark starts)."""
+    rows, _ = footers(history_dir, validate(history_dir))
+    return sum(rows.values())
 
 
 def load(spark: SparkSession, run_dir: str | Path) -> History:

@@ -21,17 +21,16 @@ from /proc every 50 ms. The reference checker holds every row as a Python dict (
 2 KB per event), so by default it runs only on histories up to 2M events.
 
 Usage: ``python bench/analysis.py [--sizes 1000000,10000000] [--master local[2]]
-[--driver-memory SIZE] [--reference-max 2000000] [--keep DIR]``. Without
+[--driver-memory SIZE] [--workers N] [--reference-max 2000000] [--keep DIR]``. Without
 ``--driver-memory`` the session gets what `warren analyze` gets (`analysis.spark`:
 ``WARREN_SPARK_DRIVER_MEMORY``, else 2g), so the figures are a user's.
 Human lines first; the last line printed is one JSON object.
 
-Measured (`--sizes N --reference-max 0`, the machine shared with other benchmarks, the
-code before the fixed-width per-index summary and the one-window deliveries measured in
-the same hour): 1M events 84 and 112 s cold in two runs (before: 117 s), 10M events
-212 s (before: 282 s;
-replica_determinism 86 -> 48 s, local_delivery 37 -> 10 s, total_queue 69 -> 59 s),
-peak RSS 2.7-2.8 GB. The open target is 10M events in 30 s.
+Measured (`--sizes N --reference-max 0`, same machine and hour): 50k events 59.4 s cold,
+1M 78.1 s, 10M 197.9 s, peak RSS 2.6-2.7 GB. One check at a time with the JVM's default
+JIT, as before `--workers` and the quick JIT for small histories, the same histories
+took 80.6, 100.1 and 205.1 s (docs/analysis.md). ``--workers N`` sets the checks run at
+once, as `warren analyze --workers`. The open target is 10M events in 30 s.
 """
 
 from __future__ import annotations
@@ -201,19 +200,21 @@ def measure_child(args: list[str]) -> dict[str, Any]:
 
 # -- children ------------------------------------------------------------------------
 
-def child_spark(run_dir: Path, master: str, driver_memory: str | None, tmp: Path) -> dict[str, Any]:
+def child_spark(run_dir: Path, master: str, driver_memory: str | None, tmp: Path,
+                workers: int | None = None) -> dict[str, Any]:
     """Cold SparkSession, load, every check as the runner runs them."""
     from analysis import load, model, runner
     from analysis.spark import get_session
 
     t0 = time.perf_counter()
     conf = {"spark.driver.memory": driver_memory} if driver_memory else {}
-    spark = get_session(master, conf=conf,
-                        local_dir=str(tmp), log_level="ERROR")
+    # as `warren analyze`: the footers' row count picks the driver JVM's JIT mode
+    spark = get_session(master, conf=conf, local_dir=str(tmp), log_level="ERROR",
+                        expected_rows=load.history_rows(run_dir / "history"))
     t1 = time.perf_counter()
     h = load.load(spark, run_dir)
     t2 = time.perf_counter()
-    result = runner.run_checks(h, model.Params())
+    result = runner.run_checks(h, model.Params(), workers=workers)
     t3 = time.perf_counter()
     verdicts = {v.check: {"status": v.status, "examined": v.examined,
                           "violations": v.violations} for v in result.verdicts}
@@ -262,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="spark.driver.memory (default: warren analyze's own default)")
     ap.add_argument("--reference-max", type=int, default=2_000_000,
                     help="run the reference checker on histories up to this many events")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="checks run at once (default: as `warren analyze`)")
     ap.add_argument("--keep", default=None, help="write histories here and keep them")
     ap.add_argument("--child", choices=["spark", "reference"], help=argparse.SUPPRESS)
     ap.add_argument("--run-dir", help=argparse.SUPPRESS)
@@ -271,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = Path(args.run_dir)
         if args.child == "spark":
             with tempfile.TemporaryDirectory(prefix="warren-spark-") as tmp:
-                out = child_spark(run_dir, args.master, args.driver_memory, Path(tmp))
+                out = child_spark(run_dir, args.master, args.driver_memory, Path(tmp),
+                                  args.workers)
         else:
             out = child_reference(run_dir)
         print(json.dumps(out))
@@ -298,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             spark = measure_child(["--child", "spark", "--run-dir", str(run_dir),
                                    "--master", args.master,
                                    *(["--driver-memory", args.driver_memory]
-                                     if args.driver_memory else [])])
+                                     if args.driver_memory else []),
+                                   *(["--workers", str(args.workers)] if args.workers else [])])
             entry["spark"] = spark
             print(f"  spark cold {spark['spark_cold_s']} s (session {spark['session_s']}, "
                   f"load {spark['load_s']}, checks {spark['checks_s']}), "

@@ -1,0 +1,85 @@
+"""`runner.run_checks` submits several checks at once; what it returns must not depend
+on how many run together: the same verdicts, counts and violation rows, in the checks'
+fixed order, and a failing check still fails the run."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+from analysis import load, runner, synthetic
+from analysis.checks import ALL
+from analysis.load import History
+from tests.analysis.conftest import arrow_tables
+
+ANOMALIES = ("lose", "duplicate", "reorder", "nondeterminism", "wrong_sender", "dlx_lose",
+             "crash")
+
+
+def _outcome(analysis: runner.Analysis) -> list[tuple[object, ...]]:
+    return [(v.check, v.status, v.examined, v.violations, v.sample, v.note, v.counts,
+             sorted((tuple(r) for r in analysis.violations[v.check].collect()), key=repr))
+            for v in analysis.verdicts]
+
+
+def _history(spark: SparkSession) -> History:
+    return load.from_arrow(spark, arrow_tables(synthetic.generate(21, 40, ANOMALIES).tables))
+
+
+def test_concurrent_checks_give_what_one_at_a_time_gives(spark: SparkSession) -> None:
+    one = _history(spark)
+    alone = runner.run_checks(one, workers=1)
+    expected = _outcome(alone)
+    one.unpersist()
+    many = _history(spark)
+    together = runner.run_checks(many, workers=4)
+    assert _outcome(together) == expected
+    many.unpersist()
+    assert [v.check for v in together.verdicts] == list(ALL)
+    assert set(together.timings_s) == set(ALL)
+    assert any(v.violations for v in together.verdicts)  # the anomalies were found
+
+
+def test_only_keeps_the_fixed_order(spark: SparkSession) -> None:
+    h = _history(spark)
+    picked = ["post_drain_emptiness", "dlx_at_least_once", "flow_not_stuck"]
+    result = runner.run_checks(h, only=picked, workers=3)
+    h.unpersist()
+    assert [v.check for v in result.verdicts] == [c for c in ALL if c in picked]
+
+
+def test_a_failing_check_fails_the_run(spark: SparkSession,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(h: History, p: object) -> None:
+        raise RuntimeError("check exploded")
+
+    monkeypatch.setitem(ALL, "flow_not_stuck", broken)
+    h = _history(spark)
+    with pytest.raises(RuntimeError, match="check exploded"):
+        runner.run_checks(h, only=["dlx_at_least_once", "flow_not_stuck"], workers=2)
+    h.unpersist()
+
+
+def test_derived_frames_are_built_once_across_threads(spark: SparkSession) -> None:
+    h = _history(spark)
+    built: list[str] = []
+
+    def build() -> object:
+        built.append("x")
+        return h["client_ops"]
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        frames = list(pool.map(lambda _: h.cached("shared", build), range(8)))
+    h.unpersist()
+    assert built == ["x"]
+    assert all(f is frames[0] for f in frames)
+
+
+@pytest.mark.parametrize(("master", "workers"), [
+    ("local[2]", 3), ("local[1]", 2), ("local[16]", runner.MAX_WORKERS),
+    ("spark://host:7077", runner.MAX_WORKERS),
+])
+def test_default_workers_follow_the_master(master: str, workers: int) -> None:
+    assert runner.check_workers(master) == workers

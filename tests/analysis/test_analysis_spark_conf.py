@@ -1,0 +1,33 @@
+"""`analysis.spark.default_conf`: what a local analysis session is given before the
+user's own `--conf` settings, in particular how its driver JVM compiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis import load, spark, synthetic
+
+
+def test_a_small_history_gets_the_quick_jit() -> None:
+    conf = spark.default_conf("local[2]", expected_rows=50_000)
+    assert conf["spark.driver.extraJavaOptions"] == spark.QUICK_JIT_OPTIONS
+    assert "-XX:TieredStopAtLevel=1" in spark.QUICK_JIT_OPTIONS
+
+
+def test_a_large_or_unknown_history_keeps_the_jvm_default() -> None:
+    big = spark.default_conf("local[2]", expected_rows=spark.QUICK_JIT_MAX_ROWS + 1)
+    unknown = spark.default_conf("local[2]")
+    assert "spark.driver.extraJavaOptions" not in big
+    assert "spark.driver.extraJavaOptions" not in unknown
+
+
+def test_a_cluster_session_is_left_alone() -> None:
+    conf = spark.default_conf("spark://host:7077", expected_rows=10)
+    assert "spark.driver.extraJavaOptions" not in conf
+    assert "spark.driver.memory" not in conf
+
+
+def test_history_rows_come_from_the_footers(tmp_path: Path) -> None:
+    syn = synthetic.generate(3, 20)
+    synthetic.write_run(tmp_path, syn)
+    assert load.history_rows(tmp_path / "history") == sum(len(r) for r in syn.tables.values())
