@@ -27,7 +27,7 @@ import actors
 from actors import gen
 from actors.pid import CallExit, Pid, ProcessExit, Ref
 from actors.process import Process
-from ra import deletion, server, timeouts
+from ra import deletion, replication, server, timeouts
 from ra import machine as ra_machine
 from ra.directory import DirEntry, SystemHandle, lookup
 from ra.proc_effects import run_effects, send_applied_notifications
@@ -349,6 +349,8 @@ class RaServerProc:
                 self.core(msg, CAST)
 
     def handle_info(self, msg: Any) -> None:
+        if msg == "pipeline_rpcs" and self.role == LEADER and not replication.pipeline_due(self.s):
+            return  # every peer is up to date: the core would return no effect
         match msg:
             case ("ra_log_event", _):
                 self.core(msg, INFO)

@@ -95,13 +95,9 @@ def make_pipelined_rpc_effects(
     more = False
     rpcs: Effects = []
     for peer_id, peer in s.cluster.items():
-        if peer_id == cfg.id or peer.status != "normal":
-            continue
-        if not (peer.next_index < next_log_idx or peer.commit_index_sent < s.commit_index):
+        if not _rpc_due(peer_id, peer, s, next_log_idx, force):
             continue
         in_flight = peer.next_index - peer.match_index - 1
-        if not (in_flight < max_count or force):
-            continue
         batch = max(1, min(cfg.max_append_entries_rpc_batch_size, max_count - in_flight))
         new_next, eff = make_rpc_effect(peer_id, peer, batch, s)
         assert new_next >= peer.next_index or eff[0] == "send_snapshot"
@@ -112,6 +108,27 @@ def make_pipelined_rpc_effects(
         more = more or (peer.next_index < next_log_idx and new_in_flight < max_count)
         rpcs.append(eff)
     return more, rpcs + effects
+
+
+def _rpc_due(peer_id: ServerId, peer: Peer, s: ServerState, next_log_idx: int,
+             force: bool) -> bool:
+    """Whether `make_pipelined_rpc_effects` sends to this peer now."""
+    if peer_id == s.cfg.id or peer.status != "normal":
+        return False
+    if not (peer.next_index < next_log_idx or peer.commit_index_sent < s.commit_index):
+        return False
+    return force or peer.next_index - peer.match_index - 1 < s.cfg.max_pipeline_count
+
+
+def pipeline_due(s: ServerState) -> bool:
+    """Whether a ``pipeline_rpcs`` event would send anything (to any peer).
+
+    The leader re-enters ``pipeline_rpcs`` after every reply and every WAL write, as
+    Ra does; most find every peer up to date. The shell asks this first and skips
+    handing such an event to the core, whose answer would be no effect and no change."""
+    next_log_idx = s.log.next_index()
+    return any(_rpc_due(peer_id, peer, s, next_log_idx, False)
+               for peer_id, peer in s.cluster.items())
 
 
 def stale_peers(s: ServerState) -> list[ServerId]:

@@ -251,3 +251,28 @@ def test_wal_down_on_the_leader_replies_an_error_and_waits_for_the_wal() -> None
     role, st, effects = core.handle("await_condition", "await_condition_timeout", st)
     assert role == "leader"
     assert effects == [("next_event", "cast", ("transfer_leadership", S2))]
+
+
+def test_pipeline_due_says_whether_the_core_would_send_anything() -> None:
+    """The shell skips a `pipeline_rpcs` event when `pipeline_due` is false, so it must
+    be false exactly when the core's answer is no effect."""
+    import copy
+    import itertools
+
+    from ra import replication
+
+    cases = 0
+    for next2, next3, match2, ci_sent, status3 in itertools.product(
+            (2, 3, 4), (3, 4), (0, 1, 3), (0, 3), ("normal", "suspended")):
+        st = leader(log=entries(1, 1, 1), term=1, max_pipeline_count=2)
+        st.commit_index = 3
+        st.cluster[S2].next_index, st.cluster[S2].match_index = next2, min(match2, next2 - 1)
+        st.cluster[S2].commit_index_sent = ci_sent
+        st.cluster[S3].next_index, st.cluster[S3].match_index = next3, next3 - 1
+        st.cluster[S3].commit_index_sent = 3
+        st.cluster[S3].status = status3
+        due = replication.pipeline_due(st)
+        _, after, effects = core.handle("leader", "pipeline_rpcs", copy.deepcopy(st))
+        assert due == bool(effects), (next2, next3, match2, ci_sent, status3)
+        cases += due
+    assert 0 < cases < 72  # both answers occur
