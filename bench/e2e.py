@@ -62,6 +62,14 @@ index, as Ra sends it, and a reply to each, as Ra's followers send them, plus th
 settle command and the ``ra_event``s); one frame costs a node process about
 80 us of user and 35 us of system CPU on each side here, most of it in the
 ZeroMQ send and receive and their thread wake-ups, not in Python.
+Since then, two cuts in that CPU, each measured in three alternated pairs of window-1
+runs (one publisher, one consumer; CPU per confirmed message read from /proc for
+each node): a ``pipeline_rpcs`` event with every peer up to date is no longer handed
+to the Ra core (about 9.5 of them a message on the leader, 23 us each): leader
+4.96 / 4.10 / 4.45 ms of CPU a message against 5.47 / 4.23 / 4.85 ms, p50 7.8 /
+6.3 / 6.9 against 8.6 / 6.4 / 7.1 ms; and the WAL's inline-sync limit went from 1 to
+2 ms (under this load a write+sync measures 0.8-1.2 ms, so a fifth of the batches had
+gone through the pool): p50 7.3 / 6.4 / 5.8 against 7.5 / 6.5 / 6.3 ms.
 Earlier figures, from the faster machine:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
