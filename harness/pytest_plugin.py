@@ -156,10 +156,7 @@ class SparkAnalyzer:
 
         if self._session is None or self._session.sparkContext._jsc is None:
             check_java()
-            # one JVM for every run of the test session; test runs are short, so it
-            # compiles as for a small history (analysis.spark.QUICK_JIT_MAX_ROWS)
-            self._session = get_session(self.master, conf=SPARK_CONF, log_level="ERROR",
-                                        expected_rows=0)
+            self._session = get_session(self.master, conf=SPARK_CONF, log_level="ERROR")
         return self._session
 
     def analyze(self, run_dir: Path,

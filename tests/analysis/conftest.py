@@ -25,7 +25,7 @@ TEST_CONF = {
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = get_session("local[2]", conf=TEST_CONF, log_level="ERROR", expected_rows=0)
+    session = get_session("local[2]", conf=TEST_CONF, log_level="ERROR")
     yield session
     session.stop()
 
