@@ -4,6 +4,8 @@ fixed order, and a failing check still fails the run."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -67,8 +69,6 @@ def test_derived_frames_are_built_once_across_threads(spark: SparkSession) -> No
     def build() -> object:
         built.append("x")
         return h["client_ops"]
-
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(4) as pool:
         frames = list(pool.map(lambda _: h.cached("shared", build), range(8)))
