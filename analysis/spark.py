@@ -15,6 +15,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from analysis import jvm_archive
+
 DEFAULT_MASTER = "local[*]"
 APP_NAME = "warren-analyze"
 
@@ -67,7 +69,10 @@ def default_conf(master: str, local_dir: str | None = None,
     50k-event history, while Spark itself ran half-interpreted. The client compiler
     alone cuts that analysis by a quarter; from some millions of rows on, the slower
     code it makes costs more than the compiling it saves (10M events: about 10% slower),
-    so large or unknown histories keep the JVM's default."""
+    so large or unknown histories keep the JVM's default.
+
+    A local driver JVM also maps the class archive of `analysis.jvm_archive` when one
+    was built for this Java and Spark (`warren spark-archive`)."""
     conf = {
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "true",
@@ -87,8 +92,11 @@ def default_conf(master: str, local_dir: str | None = None,
         })
         if local_dir:
             conf["spark.local.dir"] = local_dir
+        options = [jvm_archive.java_options()]
         if expected_rows is not None and expected_rows <= QUICK_JIT_MAX_ROWS:
-            conf["spark.driver.extraJavaOptions"] = QUICK_JIT_OPTIONS
+            options.insert(0, QUICK_JIT_OPTIONS)
+        if any(options):
+            conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
     return conf
 
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis import load, spark, synthetic
+import pytest
+
+from analysis import jvm_archive, load, spark, synthetic
+
+
+@pytest.fixture(autouse=True)
+def _no_class_archive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases are about the JIT; a built class archive would add its own option
+    (tests/analysis/test_analysis_jvm_archive.py)."""
+    monkeypatch.setenv(jvm_archive.ENV_USE, "0")
 
 
 def test_a_small_history_gets_the_quick_jit() -> None:
