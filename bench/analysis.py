@@ -30,7 +30,9 @@ Measured (`--sizes N --reference-max 0`, same machine and hour): 50k events 59.4
 1M 78.1 s, 10M 197.9 s, peak RSS 2.6-2.7 GB. One check at a time with the JVM's default
 JIT, as before `--workers` and the quick JIT for small histories, the same histories
 took 80.6, 100.1 and 205.1 s (docs/analysis.md). ``--workers N`` sets the checks run at
-once, as `warren analyze --workers`. The open target is 10M events in 30 s.
+once, as `warren analyze --workers`. A class archive built with `warren spark-archive`
+is mapped when present, as by `warren analyze`; the JSON's ``jvm_archive`` says whether,
+and ``WARREN_SPARK_CDS=0`` measures without it. The open target is 10M events in 30 s.
 """
 
 from __future__ import annotations
@@ -203,10 +205,11 @@ def measure_child(args: list[str]) -> dict[str, Any]:
 def child_spark(run_dir: Path, master: str, driver_memory: str | None, tmp: Path,
                 workers: int | None = None) -> dict[str, Any]:
     """Cold SparkSession, load, every check as the runner runs them."""
-    from analysis import load, model, runner
+    from analysis import jvm_archive, load, model, runner
     from analysis.spark import get_session
 
     t0 = time.perf_counter()
+    archive = jvm_archive.java_options() is not None
     conf = {"spark.driver.memory": driver_memory} if driver_memory else {}
     # as `warren analyze`: the footers' row count picks the driver JVM's JIT mode
     spark = get_session(master, conf=conf, local_dir=str(tmp), log_level="ERROR",
@@ -223,7 +226,7 @@ def child_spark(run_dir: Path, master: str, driver_memory: str | None, tmp: Path
     return {"session_s": round(t1 - t0, 2), "load_s": round(t2 - t1, 2),
             "checks_s": round(t3 - t2, 2), "spark_cold_s": round(t3 - t0, 2),
             "per_check_s": result.timings_s, "verdicts": verdicts,
-            "valid": result.valid}
+            "valid": result.valid, "jvm_archive": archive}
 
 
 def child_reference(run_dir: Path) -> dict[str, Any]:
@@ -358,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  / e["spark"]["spark_cold_s"])}
             for s, e in report["sizes"].items()},
         "master": args.master, "driver_memory": memory,
+        # a class archive from `warren spark-archive` was mapped (WARREN_SPARK_CDS=0: not)
+        "jvm_archive": largest["spark"]["jvm_archive"],
     }
     print(json.dumps(summary))
     return 0 if ok else 1
