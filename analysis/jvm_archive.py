@@ -13,9 +13,9 @@ the way to a verdict, and used by every later local session that finds it.
 An archive fits one Java runtime and one set of Spark jars. Its file name is a hash
 of both (the `java -version` banner, the java binary, pyspark's version and the name,
 size and time of every jar), so an upgrade simply finds no archive; a JVM that cannot
-map it anyway (`-Xshare:auto`) loads from the jars as before, silently. Builds write
-a private file and rename it into place, so concurrent builds and readers never see a
-partial archive.
+map it anyway loads from the jars as before, silently (the JVM's default,
+`-Xshare:auto`). Builds write a private file and rename it into place, so concurrent
+builds and readers never see a partial archive.
 
     warren spark-archive            build (or rebuild) the archive of this Java + Spark
     warren spark-archive --status   where it is and whether it exists
@@ -28,6 +28,7 @@ cache (default ``$XDG_CACHE_HOME/warren``, else ``~/.cache/warren``).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -94,14 +95,15 @@ def runtime_key() -> str | None:
     return digest.hexdigest()[:20]
 
 
-_key_cache: dict[str, str | None] = {}
+@functools.cache
+def _this_runtime_key() -> str | None:
+    """`runtime_key`, worked out once per process (it starts a `java -version`)."""
+    return runtime_key()
 
 
 def archive_path() -> Path | None:
     """Where this Java + Spark's archive lives (present or not); None without a java."""
-    if "key" not in _key_cache:
-        _key_cache["key"] = runtime_key()
-    key = _key_cache["key"]
+    key = _this_runtime_key()
     return None if key is None else cache_dir() / SUBDIR / f"{key}.jsa"
 
 
@@ -193,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         present = path.is_file()
         print(json.dumps({"path": str(path), "present": present,
                           "bytes": path.stat().st_size if present else 0,
-                          "used": present and os.environ.get(ENV_USE, "1") != "0"}))
+                          "used": java_options() is not None}))
         return 0
     if args.remove:
         path.unlink(missing_ok=True)

@@ -92,11 +92,14 @@ def default_conf(master: str, local_dir: str | None = None,
         })
         if local_dir:
             conf["spark.local.dir"] = local_dir
-        options = [jvm_archive.java_options()]
+        options = []
         if expected_rows is not None and expected_rows <= QUICK_JIT_MAX_ROWS:
-            options.insert(0, QUICK_JIT_OPTIONS)
-        if any(options):
-            conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
+            options.append(QUICK_JIT_OPTIONS)
+        archive = jvm_archive.java_options()
+        if archive:
+            options.append(archive)
+        if options:
+            conf["spark.driver.extraJavaOptions"] = " ".join(options)
     return conf
 
 
