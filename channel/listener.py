@@ -7,11 +7,17 @@ ranch's acceptors start `rabbit_connection_sup` under its `conns_sup`. The
 listener keeps the live readers so operators and tests can look at a
 connection's counters; stopping it stops every connection tree, and each
 reader closes its connection with `320 CONNECTION_FORCED` on the way.
+
+Accepted sockets get TCP_NODELAY, as RabbitMQ's default `tcp_listen_options`
+(`{nodelay, true}`) give them: the writer flushes whole batches of frames, so
+Nagle's algorithm would only hold a small frame (a lone `basic.ack`, a delivery
+after an idle spell) back until the client acknowledges the previous segment.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any
 
 import gevent
@@ -76,6 +82,7 @@ class Listener:
         # StreamServer closes the socket when this handler returns, so the
         # connection gets its own duplicate of the descriptor.
         own = sock.dup()
+        own.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.ctx.node.spawn(_acceptor, (self.connections_sup, own))
 
     def connection_sups(self) -> list[Any]:

@@ -94,6 +94,14 @@ def test_bad_protocol_header_gets_the_0_9_1_header_and_close(raw: Raw, header: b
     assert raw.closed()
 
 
+def test_accepted_sockets_have_nagle_off_as_rabbitmq_nodelay_default(broker: Broker,
+                                                                   raw: Raw) -> None:
+    raw.handshake()
+    wait_until(lambda: len(broker.listener.readers) == 1, "the reader to register")
+    server_side = broker.only_reader().wire.sock
+    assert server_side.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
 def test_start_offers_mechanisms_and_capabilities(raw: Raw) -> None:
     raw.sock.sendall(b"AMQP\x00\x00\x09\x01")
     start = raw.method()
