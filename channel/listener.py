@@ -82,7 +82,10 @@ class Listener:
         # StreamServer closes the socket when this handler returns, so the
         # connection gets its own duplicate of the descriptor.
         own = sock.dup()
-        own.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            own.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:  # the client is already gone: the reader will see it closed
+            pass
         self.ctx.node.spawn(_acceptor, (self.connections_sup, own))
 
     def connection_sups(self) -> list[Any]:
