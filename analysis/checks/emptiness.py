@@ -7,10 +7,16 @@ state's counts (`applied`, `snapshot_installed`, schema 1.1) at the highest raft
 index recorded for the queue; when its members disagree there (replica
 determinism reports that), the larger counts are judged. A queue whose rows carry
 no counts (a history recorded before 1.1) leaves the verdict unknown.
+
+The per-queue final states are cached: the counts and the runner's count of the
+violations both read them, and computing them twice (two scans of the replica rows
+and a join each) cost 20.0 s against 15.2 s at 10M events, 6.7 s against 5.3-6.2 s
+at 50k, this check alone on a cold `local[2]` session.
 """
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from analysis import final_state
@@ -26,18 +32,7 @@ def run(h: History, p: Params) -> CheckResult:
         status, note = final_state.emptiness_status({}, False, h.drained,
                                                     h.meta.drain_expected)
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
-    rep = h["replica_events"]
-    queues = (rep.where(F.col("queue").isNotNull() & F.col("server").isNotNull())
-              .select("queue").distinct())
-    states = rep.where(F.col("kind").isin(*final_state.COUNTED_KINDS)
-                       & F.col("ready").isNotNull() & F.col("checked_out").isNotNull()
-                       & F.col("raft_index").isNotNull())
-    last = states.groupBy("queue").agg(F.max("raft_index").alias("last"))
-    final = (states.join(last, "queue").where(F.col("raft_index") == F.col("last"))
-             .groupBy("queue", "last")
-             .agg(F.max("ready").alias("ready"), F.max("checked_out").alias("out"),
-                  F.min("server").alias("server"), F.min("ts_ns").alias("ts_ns")))
-    per_queue = queues.join(final, "queue", "left")
+    per_queue = h.cached("emptiness/per_queue", lambda: _final_states(h))
     full = (F.col("ready") > 0) | (F.col("out") > 0)
     counts = count_rows(per_queue, queues=F.count("*"),
                         unrecorded_queues=total(F.col("last").isNull()),
@@ -51,3 +46,20 @@ def run(h: History, p: Params) -> CheckResult:
                        ts_ns=F.col("ts_ns"), detail=detail)
     status, note = final_state.emptiness_status(counts, True, drained, h.meta.drain_expected)
     return CheckResult(CHECK, status, counts["queues"], violations, counts, note)
+
+
+def _final_states(h: History) -> DataFrame:
+    """(queue, last, ready, out, server, ts_ns) for every queue with a member's rows; the
+    last five are null when none of its rows carries the machine's counts."""
+    rep = h["replica_events"]
+    queues = (rep.where(F.col("queue").isNotNull() & F.col("server").isNotNull())
+              .select("queue").distinct())
+    states = rep.where(F.col("kind").isin(*final_state.COUNTED_KINDS)
+                       & F.col("ready").isNotNull() & F.col("checked_out").isNotNull()
+                       & F.col("raft_index").isNotNull())
+    last = states.groupBy("queue").agg(F.max("raft_index").alias("last"))
+    final = (states.join(last, "queue").where(F.col("raft_index") == F.col("last"))
+             .groupBy("queue", "last")
+             .agg(F.max("ready").alias("ready"), F.max("checked_out").alias("out"),
+                  F.min("server").alias("server"), F.min("ts_ns").alias("ts_ns")))
+    return queues.join(final, "queue", "left")
