@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis import compact, schema, synthetic
+from bench.proc_cpu import process_cpu_s, stat_cpu_s
 
 RUN_ID = "bench"
 CHUNK_EVENTS = 350_000  # one generated chunk (~20k messages over 4 queues)
@@ -211,18 +212,13 @@ JVM_THREAD_KINDS = (("tasks", ("Executor task",)), ("jit", ("CompilerThre",)),
                     ("gc", ("GC Thread", "G1 ")))
 
 
-def _cpu_s(stat: str) -> float:
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def jvm_cpu_split(pid: int) -> dict[str, float] | None:
     """CPU seconds the JVM used so far: in all, and by its live threads' kinds (Spark's
     task threads, the JIT compilers, the garbage collector). `other` is the rest:
     planning, scheduling, py4j, and threads that have already ended. Read from /proc,
     so None where there is none."""
     try:
-        split = {"total": _cpu_s(Path(f"/proc/{pid}/stat").read_text())}
+        split = {"total": process_cpu_s(pid)}
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
@@ -237,7 +233,7 @@ def jvm_cpu_split(pid: int) -> dict[str, float] | None:
         kind = next((k for k, marks in JVM_THREAD_KINDS if any(m in name for m in marks)),
                     None)
         if kind:
-            split[kind] += _cpu_s(stat)
+            split[kind] += stat_cpu_s(stat)
     split["other"] = split["total"] - sum(split[k] for k, _ in JVM_THREAD_KINDS)
     return {k: round(v, 1) for k, v in split.items()}
 

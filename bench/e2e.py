@@ -142,6 +142,7 @@ import pika  # noqa: E402
 import pika.exceptions  # noqa: E402
 
 from bench import rabbitmq_local  # noqa: E402
+from bench.proc_cpu import process_cpu_s  # noqa: E402
 from harness.cluster import Cluster  # noqa: E402
 
 CLIENTS = Path(__file__).resolve().parent / "e2e_clients.py"
@@ -181,11 +182,9 @@ def percentile(samples: list[float], q: float) -> float:
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux ``/proc``); 0 if gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        return process_cpu_s(pid)
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _kill(proc: subprocess.Popen[Any] | None) -> None:

@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import actors
 from actors import Node
+from bench.proc_cpu import process_cpu_s
 from ra import api
 from ra import system as ra_system
 from ra.directory import lookup
@@ -78,13 +79,6 @@ def _syncs() -> dict[str, int]:
     handle = lookup(actors.get_node(), "default")
     assert handle is not None
     return handle.disk.syncs()  # type: ignore[union-attr]
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux ``/proc``)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _total_syncs(nodes: list[str]) -> dict[str, int]:
@@ -149,11 +143,12 @@ def run_ra(args: argparse.Namespace, root: str) -> dict[str, Any]:
             ra_throughput(leader, small, 2000, args.inflight)  # warm up
             before = _total_syncs(names)
             pids = [p.pid for p in procs] + [os.getpid()]
-            cpu_before, wall_before = [_cpu_s(p) for p in pids], time.perf_counter()
+            cpu_before, wall_before = [process_cpu_s(p) for p in pids], time.perf_counter()
             cmds_16b = ra_throughput(leader, small, args.commands, args.inflight)
             wall = time.perf_counter() - wall_before
             # share of one core each process used during the 16-byte run
-            busy = [round((_cpu_s(p) - c) / wall, 2) for p, c in zip(pids, cpu_before, strict=True)]
+            busy = [round((process_cpu_s(p) - c) / wall, 2)
+                    for p, c in zip(pids, cpu_before, strict=True)]
             after = _total_syncs(names)
             leader_pos = names.index(leader[1])
             cmds_1k = ra_throughput(leader, big, args.commands_1k, args.inflight)
