@@ -41,6 +41,7 @@ class History:
     #: the largest `ts_ns` (None when a row group has no statistics); see `footers`
     footer_rows: dict[str, int] | None = None
     footer_ts_max: dict[str, int | None] | None = None
+    footer_ts_min: dict[str, int | None] | None = None
     _derived_lock: threading.RLock = field(default_factory=threading.RLock, repr=False,
                                            compare=False)
 
@@ -85,10 +86,26 @@ class History:
             union = union.unionByName(df)
         return int(union.agg(F.max("m")).first()[0] or 0)
 
+    def first_ts_ns(self, table: str) -> int:
+        """The smallest `ts_ns` of `table` (0 when it has no rows): from the Parquet
+        footers when they know it, else by a query."""
+        known = (self.footer_ts_min or {}).get(table)
+        if known is not None:
+            return int(known)
+        if not self.has(table):
+            return 0
+        return int(self.tables[table].agg(F.min("ts_ns")).first()[0] or 0)
+
     @cached_property
-    def drained(self) -> bool:
+    def drain_end_ns(self) -> int | None:
+        """When the last completed drain ended (None: the clients never drained)."""
         ops = self.tables["client_ops"]
-        return not ops.where((F.col("kind") == "drain_end") & (F.col("outcome") == "ok")).isEmpty()
+        return ops.where((F.col("kind") == "drain_end") & (F.col("outcome") == "ok")) \
+            .agg(F.max("ts_ns")).first()[0]
+
+    @property
+    def drained(self) -> bool:
+        return self.drain_end_ns is not None
 
     @cached_property
     def windows(self) -> list[model.FaultWindow]:
@@ -138,14 +155,17 @@ def validate(history_dir: Path) -> list[Path]:
 
 
 def footers(history_dir: Path, files: list[Path]) -> tuple[dict[str, int],
+                                                         dict[str, int | None],
                                                          dict[str, int | None]]:
-    """Rows per table and each table's largest `ts_ns`, from the Parquet footers alone.
+    """Rows per table and each table's largest and smallest `ts_ns`, from the Parquet
+    footers alone (the bounds are None for a table with a row group without statistics).
 
-    Why: whether a table has rows and when the run ended are asked before most checks;
-    in Spark each is a query, and on a cold JVM every query costs about a second of
-    planning and compilation, while the footers are already at hand."""
+    Why: whether a table has rows, when the run began and when it ended are asked before
+    most checks and metrics; in Spark each is a query, and on a cold JVM every query
+    costs about a second of planning and compilation, while the footers are at hand."""
     rows: dict[str, int] = {}
     ts_max: dict[str, int | None] = {}
+    ts_min: dict[str, int | None] = {}
     unknown: set[str] = set()  # tables with a row group that has no ts_ns statistics
     for f in files:
         table = f.relative_to(history_dir).parts[0]
@@ -160,16 +180,17 @@ def footers(history_dir: Path, files: list[Path]) -> tuple[dict[str, int],
             if stats is None or not stats.has_min_max:
                 unknown.add(table)
                 continue
-            top = ts_max.get(table)
+            top, bottom = ts_max.get(table), ts_min.get(table)
             ts_max[table] = stats.max if top is None else max(top, stats.max)
+            ts_min[table] = stats.min if bottom is None else min(bottom, stats.min)
     for table in unknown:
-        ts_max[table] = None
-    return rows, ts_max
+        ts_max[table] = ts_min[table] = None
+    return rows, ts_max, ts_min
 
 
 def history_rows(history_dir: Path) -> int:
     """Rows of a local history, from its Parquet footers (known before Spark starts)."""
-    rows, _ = footers(history_dir, validate(history_dir))
+    rows, _, _ = footers(history_dir, validate(history_dir))
     return sum(rows.values())
 
 
@@ -193,8 +214,9 @@ def load(spark: SparkSession, run_dir: str | Path) -> History:
                 meta_table = ds.dataset(path, partitioning="hive").to_table()
         else:
             dfs[t] = empty(spark, t)
-    rows, ts_max = footers(history_dir, files)
-    return History(spark, dfs, _meta(meta_table), footer_rows=rows, footer_ts_max=ts_max)
+    rows, ts_max, ts_min = footers(history_dir, files)
+    return History(spark, dfs, _meta(meta_table), footer_rows=rows, footer_ts_max=ts_max,
+                   footer_ts_min=ts_min)
 
 
 def _load_uri(spark: SparkSession, run_uri: str) -> History:

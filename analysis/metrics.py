@@ -93,7 +93,7 @@ def merge(hists: list[dict[int, int]]) -> dict[int, int]:
 
 def compute(h: History, p: Params) -> Metrics:
     ops = h["client_ops"]
-    t0 = int(ops.agg(F.min("ts_ns")).first()[0] or 0) if h.has("client_ops") else 0
+    t0 = h.first_ts_ns("client_ops")
     m = Metrics(t0_ns=t0, windows=h.windows)
     sec = F.floor((F.col("ts_ns") - F.lit(t0)) / F.lit(p.bucket_ns)).cast("long")
     for r in (ops.where(F.col("kind").isin(*OPS)).groupBy("kind", sec.alias("s")).count()
@@ -101,15 +101,7 @@ def compute(h: History, p: Params) -> Metrics:
         m.rate.setdefault(r["kind"], {})[int(r["s"])] = int(r["count"])
     lat = latency_samples(h, p).withColumn("label", fault_label(h.windows, F.col("start"))) \
         .withColumn("b", log_bucket_col(F.col("lat"))).cache()
-    for r in lat.groupBy("series", "label", "b").count().collect():
-        m.hist.setdefault((r["series"], r["label"]), {})[int(r["b"])] = int(r["count"])
-    for r in lat.groupBy("series", "label").agg(F.max("lat").alias("mx")).collect():
-        m.max_ns[(r["series"], r["label"])] = int(r["mx"])
-    start_sec = F.floor((F.col("start") - F.lit(t0)) / F.lit(p.bucket_ns)).cast("long")
-    for r in (lat.where(F.col("series") == "end_to_end")
-              .groupBy("series", start_sec.alias("s"), "b").count().collect()):
-        m.hist_by_second.setdefault((r["series"], int(r["s"])), {})[int(r["b"])] = int(r["count"])
-    n = lat.count()
+    n = _histograms(m, lat, p)
     sample = lat if n <= RAW_POINTS else lat.sample(fraction=RAW_POINTS / n, seed=7)
     m.raw = [(r["series"], (r["start"] - t0) / 1e9, r["lat"] / 1e6)
              for r in sample.select("series", "start", "lat").limit(RAW_POINTS).collect()]
@@ -135,6 +127,27 @@ def compute(h: History, p: Params) -> Metrics:
                             .select("queue", "ts_ns").collect()]
     m.summary = summarize(m, p)
     return m
+
+
+def _histograms(m: Metrics, lat: DataFrame, p: Params) -> int:
+    """Fill the latency histograms (per series and fault label, and per second of the
+    end-to-end series) and maxima from one aggregation; return how many samples there
+    are. One query rather than one per figure: on a cold JVM each costs its planning
+    and compiling, whatever the size of the history."""
+    start_sec = F.floor((F.col("start") - F.lit(m.t0_ns)) / F.lit(p.bucket_ns)).cast("long")
+    e2e_sec = F.when(F.col("series") == "end_to_end", start_sec)
+    n = 0
+    for r in (lat.groupBy("series", "label", "b", e2e_sec.alias("s"))
+              .agg(F.count("*").alias("n"), F.max("lat").alias("mx")).collect()):
+        key, b, count = (r["series"], r["label"]), int(r["b"]), int(r["n"])
+        hist = m.hist.setdefault(key, {})
+        hist[b] = hist.get(b, 0) + count
+        m.max_ns[key] = max(m.max_ns.get(key, 0), int(r["mx"]))
+        if r["s"] is not None:
+            per_sec = m.hist_by_second.setdefault((r["series"], int(r["s"])), {})
+            per_sec[b] = per_sec.get(b, 0) + count
+        n += count
+    return n
 
 
 def _quantile(values: list[int], q: float) -> float:

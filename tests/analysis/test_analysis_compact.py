@@ -72,19 +72,22 @@ def test_missing_raw_directory_is_an_error(tmp_path: Path) -> None:
 
 
 def test_footers_answer_what_spark_would(tmp_path: Path, spark: SparkSession) -> None:
-    """Row counts and the run's end are read from the Parquet footers; a file written
-    without statistics leaves the end to Spark."""
+    """Row counts and the first and last times are read from the Parquet footers; a
+    file written without statistics leaves the times to Spark."""
     record(tmp_path, "client-1", [30, 10, 20])
     record(tmp_path, "n1", [7])
     compact(tmp_path)
     h = load.load(spark, tmp_path)
     assert h.footer_rows == {"client_ops": 4}
     bare = load.History(spark, h.tables, h.meta)
-    assert (h.has("client_ops"), h.has("replica_events"), h.run_end_ns) \
-        == (bare.has("client_ops"), bare.has("replica_events"), bare.run_end_ns) \
-        == (True, False, 30)
+    assert h.footer_ts_min == {"client_ops": 7}
+    assert (h.has("client_ops"), h.has("replica_events"), h.run_end_ns,
+            h.first_ts_ns("client_ops"), h.first_ts_ns("replica_events")) \
+        == (bare.has("client_ops"), bare.has("replica_events"), bare.run_end_ns,
+            bare.first_ts_ns("client_ops"), bare.first_ts_ns("replica_events")) \
+        == (True, False, 30, 7, 0)
     f = next((tmp_path / "history").rglob("node=n1/*.parquet"))
     pq.write_table(pq.read_table(f), f, write_statistics=False)
     h = load.load(spark, tmp_path)
-    assert h.footer_ts_max == {"client_ops": None}
-    assert h.run_end_ns == 30
+    assert h.footer_ts_max == h.footer_ts_min == {"client_ops": None}
+    assert (h.run_end_ns, h.first_ts_ns("client_ops")) == (30, 7)
