@@ -71,8 +71,15 @@ def _sample(df: DataFrame) -> list[int | str]:
 
 
 def verdict_of(result: CheckResult) -> tuple[Verdict, DataFrame]:
-    df = result.violations.cache()
-    n = df.count()
+    """The verdict row of a check's result, and its violations (cached when there are
+    any, for the sample and the violation files)."""
+    n = result.violation_count
+    if n == 0:
+        df = result.violations
+    else:
+        df = result.violations.cache()
+        if n is None:
+            n = df.count()
     status, note = result.status, result.note
     if status is None:
         status, _ = model.simple_status(n, True)

@@ -57,4 +57,5 @@ def run(h: History, p: Params) -> CheckResult:
                         dlx_pending=total(~arrived & F.col("settled").isNull()),
                         dlx_duplicates=total(F.col("enqueues") > 1))
     status, note = model.dlx_status(counts, True, h.drained)
-    return CheckResult(CHECK, status, counts["discards"], violations, counts, note)
+    return CheckResult(CHECK, status, counts["discards"], violations, counts, note,
+                       violation_count=counts["dlx_lost"] + counts["dlx_pending"])

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from analysis import final_state, model
 from analysis.checks.common import (
     CheckResult,
-    count_rows,
+    count_parts,
     no_violations,
     rare_replica_rows,
     total,
@@ -46,17 +46,12 @@ def run(h: History, p: Params) -> CheckResult:
                else "no replica_events")
         status, note = final_state.dlx_liveness_status({}, False, why, 0)
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
-    ops = h["client_ops"]
-    drain_end = (ops.where((F.col("kind") == "drain_end") & (F.col("outcome") == "ok"))
-                 .agg(F.max("ts_ns")).first()[0])
-    at, why = final_state.eval_point(drain_end, h.run_end_ns,
+    at, why = final_state.eval_point(h.drain_end_ns, h.run_end_ns,
                                      model.last_fault_stop(h.windows), p.dlx_grace_ns)
     rep = rare_replica_rows(h)
     checkouts = (rep.where((F.col("kind") == "dlx_worker_checkout")
                            & F.col("queue").isin(sources))
                  .select("queue", _pid().alias("pid"), _short("node").alias("wnode"), "ts_ns"))
-    if not why and checkouts.isEmpty():
-        why = "no DLX worker recorded (history older than schema 1.1, or none started)"
     counts = {"sources": len(sources), "workers": 0, "running": 0, "no_leader": 0}
     if at is None:
         status, note = final_state.dlx_liveness_status(counts, True, why, 0)
@@ -87,18 +82,23 @@ def run(h: History, p: Params) -> CheckResult:
             .agg(F.count("*").alias("here")))
     per_queue = queues.join(leaders, "queue", "left").join(here, "queue", "left") \
         .select("queue", "leader", "elected_ts", F.coalesce("here", F.lit(0)).alias("here"))
-    bad = per_queue.where(F.col("leader").isNotNull() & (F.col("here") != 1))
+    bad = F.col("leader").isNotNull() & (F.col("here") != 1)
+    stray = F.col("wnode") != F.col("lnode")
     violations = (
-        vrows(bad, CHECK, F.when(F.col("here") == 0, "dlx_worker_missing")
+        vrows(per_queue.where(bad), CHECK, F.when(F.col("here") == 0, "dlx_worker_missing")
               .otherwise("dlx_worker_duplicate"), queue=F.col("queue"), key=F.col("leader"),
               ts_ns=F.col("elected_ts"),
               detail=F.concat(F.lit("running="), F.col("here").cast("string")))
-        .unionByName(vrows(w.where(F.col("wnode") != F.col("lnode")), CHECK,
-                           "dlx_worker_stray", queue=F.col("queue"), key=F.col("pid"),
-                           ts_ns=F.col("ts_ns"), detail=F.col("wnode"))))
-    counts.update(count_rows(checkouts, workers=F.count("*")))
-    counts.update(count_rows(running, running=F.count("*")))
-    counts.update(count_rows(per_queue, no_leader=total(F.col("leader").isNull())))
+        .unionByName(vrows(w.where(stray), CHECK, "dlx_worker_stray", queue=F.col("queue"),
+                           key=F.col("pid"), ts_ns=F.col("ts_ns"), detail=F.col("wnode"))))
+    counts.update(count_parts(
+        (checkouts, {"workers": F.count("*")}), (running, {"running": F.count("*")}),
+        (per_queue, {"no_leader": total(F.col("leader").isNull()), "_bad": total(bad)}),
+        (w, {"_stray": total(stray)})))
+    n = counts.pop("_bad") + counts.pop("_stray")
+    if not why and counts["workers"] == 0:
+        why = "no DLX worker recorded (history older than schema 1.1, or none started)"
     # fail outranks unknown here, so the verdict needs the number of violations
-    status, note = final_state.dlx_liveness_status(counts, True, why, violations.count())
-    return CheckResult(CHECK, status, len(sources), violations, counts, note)
+    status, note = final_state.dlx_liveness_status(counts, True, why, n)
+    return CheckResult(CHECK, status, len(sources), violations, counts, note,
+                       violation_count=n)

@@ -45,7 +45,8 @@ def run(h: History, p: Params) -> CheckResult:
                        queue=F.col("queue"), key=F.col("server"), raft_index=F.col("last"),
                        ts_ns=F.col("ts_ns"), detail=detail)
     status, note = final_state.emptiness_status(counts, True, drained, h.meta.drain_expected)
-    return CheckResult(CHECK, status, counts["queues"], violations, counts, note)
+    return CheckResult(CHECK, status, counts["queues"], violations, counts, note,
+                       violation_count=counts["not_empty"] if drained else 0)
 
 
 def _final_states(h: History) -> DataFrame:

@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import ORDER, CheckResult, no_violations, vrows
+from analysis.checks.common import ORDER, CheckResult, count_rows, no_violations, total, vrows
 from analysis.load import History
 from analysis.model import Params
 
@@ -41,7 +41,10 @@ def run(h: History, p: Params) -> CheckResult:
     iv = blocked_intervals(h)
     begin = F.col("start_ns") if last is None else F.greatest("start_ns", F.lit(last))
     after = iv.withColumn("after", F.col("stop_ns") - begin)
-    violations = vrows(after.where(F.col("after") > p.flow_grace_ns), CHECK, "flow_stuck",
+    stuck = F.col("after") > p.flow_grace_ns
+    violations = vrows(after.where(stuck), CHECK, "flow_stuck",
                        key=F.col("entity"), ts_ns=F.col("start_ns"), detail=F.col("after"))
-    examined = iv.count()
-    return CheckResult(CHECK, None, examined, violations, {"blocked_intervals": examined})
+    counts = count_rows(after, blocked_intervals=F.count("*"), stuck=total(stuck))
+    n = counts.pop("stuck")
+    return CheckResult(CHECK, None, counts["blocked_intervals"], violations, counts,
+                       violation_count=n)

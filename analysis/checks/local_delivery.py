@@ -24,7 +24,7 @@ from analysis.checks.common import (
     BIG,
     CheckResult,
     consumer_key,
-    count_rows,
+    count_parts,
     dark_intervals,
     index_summary,
     members,
@@ -75,15 +75,21 @@ def run(h: History, p: Params) -> CheckResult:
                   .unionByName(orphan_v))
     # decisions of clean indexes are only counted (`index_summary`); `dec` holds the
     # decisions of suspect ones
-    counts = count_rows(index_summary(h), decisions=F.sum("decisions"))
-    counts.update(count_rows(dec, unrecorded_decisions=total(missing & F.col("unrecorded"))))
-    counts.update(count_rows(
-        orphan.join(excused, [*MSG, "ck"], "left_semi")
-        .select(F.lit(1).alias("o"), F.lit(0).alias("r"))
-        .unionByName(per_index(h).select(F.lit(0).alias("o"), _resent().alias("r"))),
-        unrecorded_deliveries=F.sum("o"), resent_after_restart=F.sum("r")))
+    # `excused` is distinct, so the left join keeps each orphan once
+    orphans = orphan.join(excused.withColumn("excused", F.lit(True)), [*MSG, "ck"], "left")
+    wrong_sends = F.when(F.col("expected").isNotNull(), F.size("wrong"))
+    counts = count_parts(
+        (index_summary(h), {"decisions": F.sum("decisions")}),
+        (dec, {"unrecorded_decisions": total(missing & F.col("unrecorded")),
+               "_missing": total(missing & ~F.col("unrecorded")),
+               "_double": total(F.col("n_first") > 1),
+               "_wrong": F.sum(F.greatest(wrong_sends, F.lit(0)))}),
+        (orphans, {"unrecorded_deliveries": total(F.col("excused").isNotNull()),
+                   "_orphan": total(F.col("excused").isNull())}),
+        (per_index(h), {"resent_after_restart": F.sum(_resent())}))
+    n = sum(counts.pop(k) for k in ("_missing", "_double", "_wrong", "_orphan"))
     return CheckResult(CHECK, None, counts["decisions"], violations, counts,
-                       model.unrecorded_note(counts))
+                       model.unrecorded_note(counts), violation_count=n)
 
 
 def _first_sends(sends: Column) -> Column:

@@ -20,6 +20,7 @@ from analysis.checks.common import (
     CheckResult,
     chan_key,
     consumer_key,
+    count_parts,
     count_rows,
     deliveries,
     enqueue_pos,
@@ -71,10 +72,14 @@ def channel_fifo(h: History, p: Params) -> CheckResult:
                   detail=F.concat(F.col("prev_tag").cast("string"), F.lit(">="),
                                   F.col("delivery_tag").cast("string")))
     violations = seq_v.unionByName(tag_v)
-    counts = count_rows(candidates, first_attempt=total(~F.col("dead_lettered")),
-                        dead_lettered=total(F.col("dead_lettered")))
+    counts = count_parts(
+        (candidates, {"first_attempt": total(~F.col("dead_lettered")),
+                      "dead_lettered": total(F.col("dead_lettered"))}),
+        (prev, {"_seq": total(F.col("prev_seq") >= F.col("pub_seq"))}),
+        (tags, {"_tag": total(F.col("prev_tag") >= F.col("delivery_tag"))}))
+    n = counts.pop("_seq") + counts.pop("_tag")
     return CheckResult(check, None, counts["first_attempt"], violations, counts,
-                       model.channel_fifo_note(counts))
+                       model.channel_fifo_note(counts), violation_count=n)
 
 
 def consumer_monotonic(h: History, p: Params) -> CheckResult:
@@ -90,8 +95,11 @@ def consumer_monotonic(h: History, p: Params) -> CheckResult:
                        key=consumer_key(), raft_index=F.col("pos"), ts_ns=F.col("ts_ns"),
                        detail=F.concat(F.col("prev_pos").cast("string"), F.lit(">"),
                                        F.col("pos").cast("string")))
-    examined = firsts.count()
-    return CheckResult(check, None, examined, violations, {"first_attempt_with_pos": examined})
+    counts = count_rows(prev, first_attempt_with_pos=F.count("*"),
+                        _v=total(F.col("prev_pos") >= F.col("pos")))
+    n = counts.pop("_v")
+    return CheckResult(check, None, counts["first_attempt_with_pos"], violations, counts,
+                       violation_count=n)
 
 
 def sac_fifo(h: History, p: Params) -> CheckResult:
@@ -132,5 +140,11 @@ def sac_fifo(h: History, p: Params) -> CheckResult:
                      queue=F.col("queue"), msg_id=F.col("msg_id"), other_id=F.col("before.m"),
                      key=consumer_key(), raft_index=F.col("pos"), ts_ns=F.col("ts_ns"))
     violations = overlap.unionByName(order).unionByName(overtake)
-    examined = d.count()
-    return CheckResult(check, None, examined, violations, {"deliveries": examined})
+    counts = count_parts(
+        (d, {"deliveries": F.count("*")}),
+        (ex, {"_overlap": total(F.col("ts_ns") < F.col("best.t"))}),
+        (seq_prev, {"_order": total(F.col("prev_pos") >= F.col("pos"))}),
+        (over, {"_overtake": total(F.col("ts_ns") < F.col("before.t"))}))
+    n = counts.pop("_overlap") + counts.pop("_order") + counts.pop("_overtake")
+    return CheckResult(check, None, counts["deliveries"], violations, counts,
+                       violation_count=n)

@@ -20,12 +20,13 @@ from analysis import model
 from analysis.checks.common import (
     ORDER,
     CheckResult,
-    count_rows,
+    count_parts,
     dark_intervals,
     index_summary,
     no_violations,
     per_index,
     rare_replica_rows,
+    total,
     vrows,
 )
 from analysis.load import History
@@ -81,9 +82,13 @@ def run(h: History, p: Params) -> CheckResult:
                     detail=F.col("n"))
     violations = (log_v.unionByName(state_v).unionByName(dec_v).unionByName(order_v)
                   .unionByName(elect_v))
-    counts = count_rows(index_summary(h).agg(F.sum("applied").alias("applied"))
-                        .crossJoin(cut.agg(F.count(F.lit(1)).alias("unrecorded_indexes"))),
-                        applied=F.first("applied"),
-                        unrecorded_indexes=F.first("unrecorded_indexes"))
+    counts = count_parts(
+        (index_summary(h), {"applied": F.sum("applied")}),
+        (cut, {"unrecorded_indexes": F.count(F.lit(1))}),
+        (per, {"_log": total(F.col("n_log") > 1), "_state": total(F.col("n_state") > 1),
+               "_dec": total(F.col("n_dec") > 1)}),
+        (bad, {"_order": F.count(F.lit(1))}),
+        (leaders, {"_elect": total(F.col("n") > 1)}))
+    n = sum(counts.pop(k) for k in ("_log", "_state", "_dec", "_order", "_elect"))
     return CheckResult(CHECK, None, counts["applied"], violations, counts,
-                       model.unrecorded_note(counts))
+                       model.unrecorded_note(counts), violation_count=n)

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import ORDER, CheckResult, count_rows, no_violations, total, vrows
+from analysis.checks.common import ORDER, CheckResult, count_parts, no_violations, total, vrows
 from analysis.load import History
 from analysis.model import Params
 
@@ -52,9 +52,6 @@ def run(h: History, p: Params) -> CheckResult:
         status, note = model.simple_status(0, False, "no supervision_events")
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
     life = lifecycle(h).cache()
-    if life.isEmpty():
-        status, note = model.simple_status(0, False, "no supervision_events")
-        return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
     children = life.where(~F.col("is_self"))
     ended = (life.where(F.col("is_self")).select(F.col("sup_pid").alias("ended_pid"))
              .unionByName(children.where(F.col("kind").isin("crashed", "stopped"))
@@ -81,11 +78,16 @@ def run(h: History, p: Params) -> CheckResult:
         .unionByName(vrows(gave_up.where(root), CHECK, "not_running",
                            key=F.col("actor_path"), ts_ns=F.col("ts_ns"),
                            detail=F.col("reason"))))
-    counts = count_rows(last, children=F.count("*"),
-                        permanent=total(F.col("rtype") == "permanent"),
-                        excused=total(gone & ~down))
-    counts.update(count_rows(gave_up, excused_give_ups=total(~root)))
-    counts["actors"] = life.select("actor_path").distinct().count()
+    counts = count_parts(
+        (life, {"actors": F.count_distinct("actor_path")  # a null path counts as one
+                + F.max(F.col("actor_path").isNull().cast("int"))}),
+        (last, {"children": F.count("*"), "permanent": total(F.col("rtype") == "permanent"),
+                "excused": total(gone & ~down), "_down": total(down)}),
+        (gave_up, {"excused_give_ups": total(~root), "_root": total(root)}))
     life.unpersist()
+    n = counts.pop("_down") + counts.pop("_root")
+    if counts["actors"] == 0:
+        status, note = model.simple_status(0, False, "no supervision_events")
+        return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
     return CheckResult(CHECK, None, counts["actors"], violations, counts,
-                       model.supervision_note(counts))
+                       model.supervision_note(counts), violation_count=n)

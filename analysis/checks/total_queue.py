@@ -80,7 +80,10 @@ def run(h: History, p: Params) -> CheckResult:
     )
     counts["indeterminate"] = counts["attempted"] - counts["confirmed"] - counts["nacked"]
     status, note = model.total_queue_status(counts, drained, h.meta.drain_expected)
-    return CheckResult(CHECK, status, counts["attempted"], violations, counts, note)
+    # the violation rows: one per bad delivery, per duplicated and per lost message
+    n = counts["unexpected"] + counts["duplicated_beyond_redelivery"] + counts["lost"]
+    return CheckResult(CHECK, status, counts["attempted"], violations, counts, note,
+                       violation_count=n)
 
 
 def _messages(h: History, p: Params) -> DataFrame:

@@ -65,6 +65,7 @@ def test_spark_equals_reference_and_reports_injected_anomalies(
         got = sorted((tuple(r) for r in analysis.violations[v.check].collect()), key=repr)
         r = ref[v.check]
         assert got == r.violations, v.check
+        assert v.violations == len(got), v.check
         assert (v.status, v.examined, v.counts) == (r.status, r.examined, r.counts), v.check
     for anomaly, (check, kinds) in REPORTED.items():
         ids = {row[3] for row in ref[check].violations if row[1] in kinds}

@@ -68,6 +68,8 @@ def test_spark_finds_the_same_rows_as_the_reference(spark: SparkSession) -> None
     for verdict in analysis.verdicts:
         r = ref[verdict.check]
         assert rows[verdict.check] == r.violations, verdict.check
+        # the verdict's number is counted apart from the rows (see `violation_count`)
+        assert verdict.violations == len(r.violations), verdict.check
         assert (verdict.status, verdict.examined, verdict.counts) == \
             (r.status, r.examined, r.counts), verdict.check
     for name, (prefix, expected, statuses) in per_case.items():

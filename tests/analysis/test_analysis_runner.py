@@ -7,10 +7,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from analysis import load, runner, synthetic
+from analysis import load, model, runner, synthetic
 from analysis.checks import ALL
+from analysis.checks.common import CheckResult, count_parts
 from analysis.load import History
 from tests.analysis.conftest import arrow_tables
 
@@ -83,3 +85,29 @@ def test_derived_frames_are_built_once_across_threads(spark: SparkSession) -> No
 ])
 def test_default_workers_follow_the_master(master: str, workers: int) -> None:
     assert runner.check_workers(master) == workers
+
+
+def _exploding(spark: SparkSession) -> DataFrame:
+    """A violations frame that fails if Spark ever evaluates it."""
+    return spark.range(1).select(F.raise_error(F.lit("evaluated")).alias("x"))
+
+
+def test_a_violation_count_of_zero_leaves_the_frame_unevaluated(spark: SparkSession) -> None:
+    verdict, _ = runner.verdict_of(CheckResult("c", None, 5, _exploding(spark),
+                                               violation_count=0))
+    assert (verdict.status, verdict.violations, verdict.sample) == (model.PASS, 0, [])
+
+
+def test_without_a_violation_count_the_runner_counts_the_rows(spark: SparkSession) -> None:
+    with pytest.raises(Exception, match="evaluated"):
+        runner.verdict_of(CheckResult("c", None, 5, _exploding(spark)))
+
+
+def test_count_parts_gathers_several_frames_in_one_collect(spark: SparkSession) -> None:
+    nums = spark.range(10)
+    got = count_parts((nums, {"n": F.count("*"), "even": F.sum(F.when(F.col("id") % 2 == 0, 1))}),
+                      (nums.where(F.col("id") > 100), {"none": F.count("*"),
+                                                       "null_sum": F.sum("id")}))
+    assert got == {"n": 10, "even": 5, "none": 0, "null_sum": 0}
+    with pytest.raises(ValueError, match="twice"):
+        count_parts((nums, {"n": F.count("*")}), (nums, {"n": F.count("*")}))
