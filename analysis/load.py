@@ -38,7 +38,8 @@ class History:
 
     derived: dict[str, DataFrame] = field(default_factory=dict)
     #: what the Parquet footers say, when the driver could read them: rows per table and
-    #: the largest `ts_ns` (None when a row group has no statistics); see `footers`
+    #: the largest and smallest `ts_ns` (None when a row group has no statistics); see
+    #: `footers`
     footer_rows: dict[str, int] | None = None
     footer_ts_max: dict[str, int | None] | None = None
     footer_ts_min: dict[str, int | None] | None = None

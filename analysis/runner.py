@@ -1,7 +1,9 @@
 """Run every check on a loaded history and gather verdict rows and violations.
 
-The single place that turns lazy check results into numbers: it counts and samples
-each violations DataFrame once (cached), and times every check for summary.json.
+The single place that turns lazy check results into numbers: it counts each violations
+DataFrame once (cached) unless the check already counted its rows
+(`CheckResult.violation_count`), samples those that have any, and times every check
+for summary.json.
 
 Checks are submitted from a few driver threads at once. On a cold JVM most of a
 check's time is spent on the driver, one query at a time: planning, code generation

@@ -90,7 +90,9 @@ def count_parts(*parts: tuple[DataFrame, dict[str, Column]]) -> dict[str, int]:
 
     On a small history a check's time goes to the driver, per query: analysing,
     optimising and code-generating its plan, compiling the classes and scheduling its
-    stages. Counts gathered in one query pay that once. Names must be distinct."""
+    stages. Counts gathered in one query pay that once. Names must be distinct; the
+    checks name with a leading `_` the numbers of violation rows they take out before
+    reporting their counts."""
     names = [k for _, exprs in parts for k in exprs]
     if len(set(names)) != len(names):
         raise ValueError(f"count_parts: a name is given twice in {names}")

@@ -44,7 +44,7 @@ def run(h: History, p: Params) -> CheckResult:
     stuck = F.col("after") > p.flow_grace_ns
     violations = vrows(after.where(stuck), CHECK, "flow_stuck",
                        key=F.col("entity"), ts_ns=F.col("start_ns"), detail=F.col("after"))
-    counts = count_rows(after, blocked_intervals=F.count("*"), stuck=total(stuck))
-    n = counts.pop("stuck")
+    counts = count_rows(after, blocked_intervals=F.count("*"), _stuck=total(stuck))
+    n = counts.pop("_stuck")
     return CheckResult(CHECK, None, counts["blocked_intervals"], violations, counts,
                        violation_count=n)
