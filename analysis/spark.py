@@ -67,9 +67,9 @@ def default_conf(master: str, local_dir: str | None = None,
     local driver JVM compiles. A cold analysis of a small history is mostly JIT work:
     on 2 cores HotSpot's optimising compiler took about 65% of the JVM's CPU for a
     50k-event history, while Spark itself ran half-interpreted. The client compiler
-    alone cuts that analysis by a quarter; from some millions of rows on, the slower
-    code it makes costs more than the compiling it saves (10M events: about 10% slower),
-    so large or unknown histories keep the JVM's default.
+    alone cuts that analysis by a quarter; from some millions of rows on it gains
+    nothing (10M events: 256 s against 259 s, its code cache raised so that it does not
+    fill up), so large or unknown histories keep the JVM's default.
 
     A local driver JVM also maps the class archive of `analysis.jvm_archive` when one
     was built for this Java and Spark (`warren spark-archive`)."""
