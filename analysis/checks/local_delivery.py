@@ -55,7 +55,8 @@ def run(h: History, p: Params) -> CheckResult:
     double_v = vrows(dec.where(F.col("n_first") > 1), CHECK, "double_send", queue=F.col("queue"),
                      msg_id=F.col("msg_id"), key=F.col("consumer_key"),
                      raft_index=F.col("raft_index"), detail=F.col("n_first"))
-    wrong = (dec.where(F.col("expected").isNotNull() & (F.size("wrong") > 0))
+    has_wrong = F.col("expected").isNotNull() & (F.size("wrong") > 0)
+    wrong = (dec.where(has_wrong)
              .select("*", F.explode("wrong").alias("w")))
     wrong_v = vrows(wrong, CHECK, "wrong_sender", queue=F.col("queue"), msg_id=F.col("msg_id"),
                     key=F.col("w.server"), raft_index=F.col("raft_index"),
@@ -73,17 +74,16 @@ def run(h: History, p: Params) -> CheckResult:
                      ts_ns=F.col("ts_ns"), detail=F.col("attempt"))
     violations = (missing_v.unionByName(double_v).unionByName(wrong_v)
                   .unionByName(orphan_v))
-    # decisions of clean indexes are only counted (`index_summary`); `dec` holds the
-    # decisions of suspect ones
     # `excused` is distinct, so the left join keeps each orphan once
     orphans = orphan.join(excused.withColumn("excused", F.lit(True)), [*MSG, "ck"], "left")
-    wrong_sends = F.when(F.col("expected").isNotNull(), F.size("wrong"))
+    # decisions of clean indexes are only counted (`index_summary`); `dec` holds the
+    # decisions of suspect ones
     counts = count_parts(
         (index_summary(h), {"decisions": F.sum("decisions")}),
         (dec, {"unrecorded_decisions": total(missing & F.col("unrecorded")),
                "_missing": total(missing & ~F.col("unrecorded")),
                "_double": total(F.col("n_first") > 1),
-               "_wrong": F.sum(F.greatest(wrong_sends, F.lit(0)))}),
+               "_wrong": F.sum(F.when(has_wrong, F.size("wrong")))}),
         (orphans, {"unrecorded_deliveries": total(F.col("excused").isNotNull()),
                    "_orphan": total(F.col("excused").isNull())}),
         (per_index(h), {"resent_after_restart": F.sum(_resent())}))
