@@ -619,6 +619,10 @@ class Node:
     def nodes(self) -> list[str]:
         return sorted(self._peers_up)
 
+    def is_connected(self, peer: str) -> bool:
+        """``lists:member(Peer, nodes())`` without building and sorting the list."""
+        return peer in self._peers_up
+
     def disconnect_node(self, peer: str) -> bool:
         if self.transport is None:
             return False

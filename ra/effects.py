@@ -39,6 +39,17 @@ _LEADER_ONLY = frozenset({"mod_call", "append", "timer", "send_snapshot", "notif
 _EVERY_MEMBER_ATOMS = frozenset({"garbage_collection", "start_election_timeout"})
 
 
+def always_executes(effect: Any) -> bool:
+    """True for an effect every member runs whatever its state, node and membership.
+
+    The shell asks this first and skips gathering `executes`' arguments (the
+    voters' nodes, the member ids) for most of a replicating leader's effects:
+    its AppendEntries and replies are ``send_rpc`` and ``cast``. None of these
+    tags has a case of its own in `executes`, so both always agree.
+    """
+    return type(effect) is tuple and bool(effect) and effect[0] in _EVERY_MEMBER
+
+
 def default_node_of(target: Any, own_node: str) -> str:
     """Node of a send target: ``(name, node)`` ids, registered names, pids.
 

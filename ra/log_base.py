@@ -86,6 +86,17 @@ class LogBase:
     def checkpoints(self) -> list[Snapshot]:
         return list(self._checkpoints)
 
+    def snapshot_mark(self) -> tuple[Snapshot | None, int, Snapshot | None]:
+        """The snapshot, the number of checkpoints and the newest, without copying them.
+
+        The server shell compares this after every event to learn whether there
+        is something new to persist; `checkpoints` would copy the list each time.
+        The newest checkpoint is part of it because at ``max_checkpoints`` a new
+        one replaces the oldest and the number stays the same.
+        """
+        ckpts = self._checkpoints
+        return self._snapshot, len(ckpts), ckpts[-1] if ckpts else None
+
     def latest_checkpoint_index(self) -> int:
         return idxterm(self._checkpoints[-1])[0] if self._checkpoints else 0
 

@@ -98,6 +98,8 @@ class RaServerProc:
         self.system = system
         self.pid = pid
         self.parent = parent
+        #: this process's node: the server never moves, so `now` need not look it up
+        self._node = actors.get_node()
         self.id: ServerId = tuple(config["id"])  # type: ignore[assignment]
         self.uid: str = config["uid"]
         self.node_name = self.id[1]
@@ -138,7 +140,7 @@ class RaServerProc:
         self.aux_state: Any = None
         self._persisted_tv: tuple[int, Any] = (0, None)
         self._persisted_la = 0
-        self._persisted_snap: tuple[Any, int] = (None, 0)
+        self._persisted_snap: tuple[Any, int, Any] = (None, 0, None)
         #: the meta row (`ra.log_meta.LogMeta` or the in-memory one), set by `init`
         self.meta: Any = None
         #: the WAL process last written to, and when (spec §15.6)
@@ -175,7 +177,7 @@ class RaServerProc:
         })
         self._persisted_tv = (self.s.current_term, self.s.voted_for)
         self._persisted_la = int(meta.fetch("last_applied", 0))
-        self._persisted_snap = (log.current_snapshot(), len(log.checkpoints()))
+        self._persisted_snap = log.snapshot_mark()
         self.system.directory[self.id[0]] = DirEntry(
             uid=self.uid, cluster_name=cfg.get("cluster_name"), pid=self.pid, parent=self.parent)
         init_aux = getattr(self.s.cfg.effective_machine_module, "init_aux", None)
@@ -247,7 +249,7 @@ class RaServerProc:
         raise ProcessExit(reason)
 
     def now(self) -> int:
-        return int(actors.get_node().clock.system_time_ms())
+        return int(self._node.clock.system_time_ms())
 
     # ------------------------------------------------------------- dispatch
 
@@ -454,7 +456,7 @@ class RaServerProc:
         old = self.role
         s = self.s
         self._count(old, msg)
-        s.log.wal_up = actors.whereis(self.system.wal_name) is not None
+        s.log.wal_up = self._node.whereis(self.system.wal_name) is not None
         new, s, effects = server.handle(old, msg, s, self.now())
         self.persist_term_and_vote()
         if new == server.STOP:
@@ -674,8 +676,10 @@ class RaServerProc:
         self.persist_snapshot()
         self.flush_wal()
         self.persist_last_applied()
-        self.track_leader()
-        self.flush_stash()
+        if self.role != LEADER or self.leader_mon is not None:
+            self.track_leader()  # a leader with no leader monitor has nothing to drop
+        if self.stash:
+            self.flush_stash()
 
     def flush_stash(self) -> None:
         if not self.stash:
@@ -721,10 +725,10 @@ class RaServerProc:
 
     def persist_snapshot(self) -> None:
         log = self.s.log
-        snap, ckpts = log.current_snapshot(), log.checkpoints()
-        if (snap, len(ckpts)) != self._persisted_snap:
-            self.system.disk.save_snapshot(self.uid, snap, ckpts)
-            self._persisted_snap = (snap, len(ckpts))
+        mark = log.snapshot_mark()
+        if mark != self._persisted_snap:
+            self.system.disk.save_snapshot(self.uid, log.current_snapshot(), log.checkpoints())
+            self._persisted_snap = mark
 
     # --------------------------------------------------------- replies etc.
 

@@ -22,7 +22,7 @@ from actors.pid import NoSuchName
 from ra import machine as ra_machine
 from ra import release_cursor, server, timeouts
 from ra.disk_log import run_bg_work
-from ra.effects import executes
+from ra.effects import always_executes, executes
 from ra.proc_helpers import request_vote, send_snapshot
 from ra.statem import CAST, INFO
 from ra.types import LEADER, TERMINATING_LEADER, USR
@@ -41,11 +41,12 @@ def safe_send(to: Any, msg: Any) -> bool:
     holds instead of by snapshot. Peers catch up later (tick re-sends); the
     server connects to its peers' nodes when it starts.
     """
+    here = actors.get_node()
     node = _node_of(to)
-    if node is not None and node != actors.node() and node not in actors.nodes():
+    if node is not None and node != here.name and not here.is_connected(node):
         return False  # noconnect
     try:
-        actors.send(to, msg)
+        here.send(to, msg)
     except NoSuchName:
         pass
     return True
@@ -90,15 +91,18 @@ def run_effects(proc: RaServerProc, effects: list[Any], evtype: Any) -> list[tup
     """Execute what this member executes; return the next events in order."""
     s = proc.s
     nexts: list[tuple[Any, Any]] = []
-    voter_nodes = {sid[1] for sid in s.voter_ids()}
+    voter_nodes: set[str] | None = None  # gathered once, if an effect needs it
     # a terminating leader is still the leader (Ra runs its events through `leader`)
     role = LEADER if proc.role == TERMINATING_LEADER else proc.role
     work = deque(effects)
     while work:
         eff = work.popleft()
-        if not executes(eff, role, proc.node_name, s.membership, voter_nodes,
-                        own_id=proc.id, member_ids=list(s.cluster)):
-            continue
+        if not always_executes(eff):
+            if voter_nodes is None:
+                voter_nodes = {sid[1] for sid in s.voter_ids()}
+            if not executes(eff, role, proc.node_name, s.membership, voter_nodes,
+                            own_id=proc.id, member_ids=s.cluster.keys()):
+                continue
         more = _run_one(proc, eff, evtype, nexts)
         if more:
             work.extendleft(reversed(more))

@@ -30,6 +30,19 @@ def test_monitor_nodes_nodeup_before_first_message_nodedown_after_last(a: Node, 
         assert down == ("nodedown", b.name, {"nodedown_reason": "connection_closed"})
 
 
+def test_is_connected_agrees_with_nodes(a: Node, b: Node) -> None:
+    with a.attached() as me:
+        actors.monitor_nodes(True)
+        assert not a.is_connected(b.name) and b.name not in a.nodes()
+        b.spawn(_burst_then_wait, (me.pid, 1))
+        assert collect(2) == [("nodeup", b.name), ("m", 0)]
+        assert a.is_connected(b.name) and a.nodes() == [b.name]
+        assert not a.is_connected(a.name)  # as nodes(): the node itself is not listed
+        a.disconnect_node(b.name)
+        assert collect(1) == [("nodedown", b.name)]
+        assert not a.is_connected(b.name) and a.nodes() == []
+
+
 def test_stale_frames_after_reconnect_are_dropped(
     a: Node, b: Node, network: MemoryNetwork
 ) -> None:

@@ -274,6 +274,23 @@ def test_max_checkpoints_keeps_the_newest(make_log: MakeLog) -> None:
     assert [c[1] for c in log.checkpoints()] == [6, 9]
 
 
+def test_the_snapshot_mark_changes_with_every_snapshot_and_checkpoint(make_log: MakeLog) -> None:
+    """What the server shell compares after each event to know when to persist."""
+    log = make_log(entries(*[1] * 12), min_snapshot_interval=0, min_checkpoint_interval=0,
+                   max_checkpoints=2)
+    marks = [log.snapshot_mark()]
+    for idx in (3, 6, 9):  # the third replaces the oldest: still two checkpoints
+        log.checkpoint(idx, CLUSTER, 0, idx)
+        log.handle_event(snap_written(idx, 1, "checkpoint"))
+        marks.append(log.snapshot_mark())
+    log.update_release_cursor(10, CLUSTER, 0, "s10")
+    log.handle_event(snap_written(10, 1))
+    marks.append(log.snapshot_mark())
+    assert [m[1] for m in marks] == [0, 1, 2, 2, marks[-1][1]]
+    assert all(a != b for a, b in itertools.pairwise(marks))
+    assert log.snapshot_mark() == marks[-1]  # nothing happened: the same mark
+
+
 def test_bg_work_runs_for_either_log(make_log: MakeLog) -> None:
     """`run_bg_work` is the one way a shell executes the effect, whatever the log."""
     log = make_log(entries(*[1] * 12), min_snapshot_interval=4, min_checkpoint_interval=4)

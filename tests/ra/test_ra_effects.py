@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ra.effects import can_execute_locally, executes
+from ra.effects import always_executes, can_execute_locally, executes
 
 VOTER_NODES = {"n1", "n2", "n3"}
 
@@ -122,3 +122,33 @@ def test_reply_from(replier: Any, raft_state: str, own: str, own_id: Any, expect
 def test_unknown_effects_are_ignored() -> None:
     assert not run(("no_such_effect", 1), "leader", own="n1")
     assert not run("no_such_atom", "leader", own="n1")
+
+
+EVERY_MEMBER_SAMPLES = [
+    ("send_rpc", ("s2", "n2"), "rpc"), ("cast", ("s2", "n2"), "msg"), ("next_event", "evt"),
+    ("record_leader_msg", ("s1", "n1")), ("aux", "eval"), ("release_cursor", 5, "state"),
+    ("checkpoint", 5, "state"), ("demonitor", "process", Pid("n2")),
+    ("send_ra_event", Pid("n3"), "evt"), ("bg_work", "job", "err"),
+]
+NOT_ALWAYS_SAMPLES = [
+    ("send_msg", Pid("n2"), "m"), ("send_msg", Pid("n2"), "m", "local"), ("reply", "r"),
+    ("reply", ("pid", "tag"), "r"), ("notify", {}), ("monitor", "process", Pid("n2")),
+    ("log", [1], "fun"), ("append", "c"), "garbage_collection", ("unknown_effect",), (),
+]
+
+
+@pytest.mark.parametrize("effect", EVERY_MEMBER_SAMPLES)
+@pytest.mark.parametrize("raft_state", ["leader", "follower", "candidate", "await_condition"])
+@pytest.mark.parametrize("membership", ["voter", "non_voter"])
+def test_an_effect_the_shell_runs_without_asking_is_one_every_member_executes(
+    effect: Any, raft_state: str, membership: str
+) -> None:
+    assert always_executes(effect)
+    assert run(effect, raft_state, membership=membership)
+
+
+@pytest.mark.parametrize("effect", NOT_ALWAYS_SAMPLES)
+def test_effects_that_depend_on_state_node_or_membership_go_through_executes(
+    effect: Any,
+) -> None:
+    assert not always_executes(effect)
