@@ -66,7 +66,6 @@ _raw_get = zmq.backend.Socket.get
 _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 _LAST = int(zmq.NOBLOCK)
 _EVENTS = int(zmq.EVENTS)
-_RCVMORE = int(zmq.RCVMORE)
 _POLLIN = int(zmq.POLLIN)
 
 
@@ -78,10 +77,17 @@ def _send_parts(sock: zmq.Socket, parts: list[bytes]) -> None:
 
 
 def _recv_parts(sock: zmq.Socket) -> list[bytes]:
-    """``recv_multipart(NOBLOCK)`` likewise; raises `zmq.Again` when nothing waits."""
-    parts = [_raw_recv(sock, _LAST)]
-    while _raw_get(sock, _RCVMORE):
-        parts.append(_raw_recv(sock, _LAST))
+    """``recv_multipart(NOBLOCK)`` likewise; raises `zmq.Again` when nothing waits.
+
+    Parts are received as frames and copied out: a frame's ``more`` is read
+    from the message itself, where asking the socket for ``RCVMORE`` goes
+    through pyzmq's option enum on every part.
+    """
+    frame = _raw_recv(sock, _LAST, False)
+    parts = [frame.bytes]
+    while frame.more:
+        frame = _raw_recv(sock, _LAST, False)
+        parts.append(frame.bytes)
     return parts
 
 
