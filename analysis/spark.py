@@ -72,7 +72,12 @@ def default_conf(master: str, local_dir: str | None = None,
     fill up), so large or unknown histories keep the JVM's default.
 
     A local driver JVM also maps the class archive of `analysis.jvm_archive` when one
-    was built for this Java and Spark (`warren spark-archive`)."""
+    was built for this Java and Spark (`warren spark-archive`).
+
+    A local session runs without adaptive query execution. Re-planning after each
+    shuffle runs a check's independent aggregations one stage at a time, as separate
+    jobs, where the plain plan lets their stages share both cores; with 2 x cores
+    shuffle partitions there is nothing for it to coalesce. A cluster keeps it."""
     conf = {
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "true",
@@ -84,6 +89,7 @@ def default_conf(master: str, local_dir: str | None = None,
     if master.startswith("local"):
         parts = str(2 * local_cores(master))
         conf.update({
+            "spark.sql.adaptive.enabled": "false",
             "spark.sql.shuffle.partitions": parts,
             "spark.default.parallelism": parts,
             "spark.driver.memory": os.environ.get("WARREN_SPARK_DRIVER_MEMORY", "2g"),

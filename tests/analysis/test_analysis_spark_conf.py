@@ -34,6 +34,13 @@ def test_a_cluster_session_is_left_alone() -> None:
     conf = spark.default_conf("spark://host:7077", expected_rows=10)
     assert "spark.driver.extraJavaOptions" not in conf
     assert "spark.driver.memory" not in conf
+    assert conf["spark.sql.adaptive.enabled"] == "true"
+
+
+@pytest.mark.parametrize("rows", [10, 50_000, None, 10_000_000])
+def test_a_local_session_plans_without_adaptive_execution(rows: int | None) -> None:
+    assert spark.default_conf("local[2]", expected_rows=rows)["spark.sql.adaptive.enabled"] \
+        == "false"
 
 
 def test_history_rows_come_from_the_footers(tmp_path: Path) -> None:
