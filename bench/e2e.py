@@ -70,6 +70,25 @@ to the Ra core (about 9.5 of them a message on the leader, 23 us each): leader
 6.3 / 6.9 against 8.6 / 6.4 / 7.1 ms; and the WAL's inline-sync limit went from 1 to
 2 ms (under this load a write+sync measures 0.8-1.2 ms, so a fifth of the batches had
 gone through the pool): p50 7.3 / 6.4 / 5.8 against 7.5 / 6.5 / 6.3 ms.
+A later run with RabbitMQ in the same run: warren 166 msg/s at window 1, p50 5.81 ms,
+its nodes 1.50 cores (9.0 ms of CPU a message); RabbitMQ 440 msg/s, 2.05 ms, 1.20
+cores (2.7 ms a message): 2.83 times. The same window-1 publisher without a consumer
+(two runs): p50 4.08 / 4.19 ms, 5.5 / 5.9 ms of node CPU a message, 2.6 ms of it
+the leader's; with the consumer 6.47 / 6.93 ms and 9.9 / 10.3 ms. The consumer's
+ack is a Raft command of its own (a settle: its append, two AppendEntries and two
+replies per follower, a WAL sync on each node), so it nearly doubles the work per
+message. With one message in flight and two cores, the latency cannot be below half
+the CPU a message costs: 2 x RabbitMQ's 2.05 ms needs the nodes under about 8 ms a
+message with perfect overlap, in practice nearer 6, a third less than now. Under
+cProfile the leader makes about 3,200 Python calls a message, and no function holds
+more than 3% of its time: pickling a frame with one enqueue AppendEntries takes
+12 us and unpickling it 18 us; a ZeroMQ send after an idle moment 14 us, because it
+wakes the I/O thread. Cuts in the Ra server's per-event shell and in the socket
+reads brought the calls a message from 3,636 to 3,184 on the leader and from 2,068 /
+1,547 to 1,899 / 1,388 on the followers; in wall time and /proc CPU the effect is
+within this machine's noise (three alternated pairs: p50 6.04 / 6.80 / 6.17 against
+6.52 / 5.92 / 5.57 ms, 9.0 / 10.3 / 9.3 against 10.0 / 8.9 / 8.4 ms of CPU a
+message).
 Earlier figures, from the faster machine:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
