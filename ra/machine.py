@@ -84,7 +84,10 @@ def flatten(effects: Any) -> Effects:
 def _flatten_into(effects: Any, out: Effects) -> None:
     if isinstance(effects, list):
         for eff in effects:
-            _flatten_into(eff, out)
+            if isinstance(eff, list) or eff is None:
+                _flatten_into(eff, out)
+            else:
+                out.append(eff)  # the usual case: no call per plain effect
     elif effects is None:
         return
     else:

@@ -127,8 +127,10 @@ def pipeline_due(s: ServerState) -> bool:
     Ra does; most find every peer up to date. The shell asks this first and skips
     handing such an event to the core, whose answer would be no effect and no change."""
     next_log_idx = s.log.next_index()
-    return any(_rpc_due(peer_id, peer, s, next_log_idx, False)
-               for peer_id, peer in s.cluster.items())
+    for peer_id, peer in s.cluster.items():  # a loop, not any(): no generator per event
+        if _rpc_due(peer_id, peer, s, next_log_idx, False):
+            return True
+    return False
 
 
 def stale_peers(s: ServerState) -> list[ServerId]:

@@ -41,8 +41,9 @@ def test_single_effect_becomes_a_list() -> None:
 
 
 def test_nested_effect_lists_flatten_in_order() -> None:
-    effects = [("a",), [("b",), [("c",), []], ("d",)], "garbage_collection"]
+    effects = [("a",), None, [("b",), [None, ("c",), []], ("d",)], "garbage_collection"]
     assert flatten(effects) == [("a",), ("b",), ("c",), ("d",), "garbage_collection"]
+    assert flatten(None) == [] and flatten(("e",)) == [("e",)]
 
 
 def test_bad_apply_result_is_rejected() -> None:
