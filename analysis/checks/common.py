@@ -91,8 +91,8 @@ def count_parts(*parts: tuple[DataFrame, dict[str, Column]]) -> dict[str, int]:
     On a small history a check's time goes to the driver, per query: analysing,
     optimising and code-generating its plan, compiling the classes and scheduling its
     stages. Counts gathered in one query pay that once. Names must be distinct; the
-    checks name with a leading `_` the numbers of violation rows they take out before
-    reporting their counts."""
+    checks name with a leading `_` the numbers of violation rows, which
+    `take_violations` takes out before the counts are reported."""
     names = [k for _, exprs in parts for k in exprs]
     if len(set(names)) != len(names):
         raise ValueError(f"count_parts: a name is given twice in {names}")
@@ -106,6 +106,12 @@ def count_parts(*parts: tuple[DataFrame, dict[str, Column]]) -> dict[str, int]:
     got = {r["part"]: r["v"] for r in rows.collect()}
     return {k: int(v) for i, (_, exprs) in enumerate(parts)
             for k, v in zip(exprs, got[i], strict=True)}
+
+
+def take_violations(counts: dict[str, int]) -> int:
+    """Remove the `_`-named numbers of violation rows from `counts` (see `count_parts`)
+    and return their sum: the check's `CheckResult.violation_count`."""
+    return sum(counts.pop(k) for k in [k for k in counts if k.startswith("_")])
 
 
 def lit_map(items: dict[str, object], key_type: str, value_type: str) -> Column:

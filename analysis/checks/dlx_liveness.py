@@ -22,6 +22,7 @@ from analysis.checks.common import (
     count_parts,
     no_violations,
     rare_replica_rows,
+    take_violations,
     total,
     vrows,
 )
@@ -95,7 +96,7 @@ def run(h: History, p: Params) -> CheckResult:
         (checkouts, {"workers": F.count("*")}), (running, {"running": F.count("*")}),
         (per_queue, {"no_leader": total(F.col("leader").isNull()), "_bad": total(bad)}),
         (w, {"_stray": total(stray)})))
-    n = counts.pop("_bad") + counts.pop("_stray")
+    n = take_violations(counts)
     if not why and counts["workers"] == 0:
         why = "no DLX worker recorded (history older than schema 1.1, or none started)"
     # fail outranks unknown here, so the verdict needs the number of violations

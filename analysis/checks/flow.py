@@ -8,7 +8,15 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import ORDER, CheckResult, count_rows, no_violations, total, vrows
+from analysis.checks.common import (
+    ORDER,
+    CheckResult,
+    count_rows,
+    no_violations,
+    take_violations,
+    total,
+    vrows,
+)
 from analysis.load import History
 from analysis.model import Params
 
@@ -45,6 +53,6 @@ def run(h: History, p: Params) -> CheckResult:
     violations = vrows(after.where(stuck), CHECK, "flow_stuck",
                        key=F.col("entity"), ts_ns=F.col("start_ns"), detail=F.col("after"))
     counts = count_rows(after, blocked_intervals=F.count("*"), _stuck=total(stuck))
-    n = counts.pop("_stuck")
+    n = take_violations(counts)
     return CheckResult(CHECK, None, counts["blocked_intervals"], violations, counts,
                        violation_count=n)

@@ -30,6 +30,7 @@ from analysis.checks.common import (
     members,
     no_violations,
     per_index,
+    take_violations,
     term_leaders,
     total,
     vrows,
@@ -87,7 +88,7 @@ def run(h: History, p: Params) -> CheckResult:
         (orphans, {"unrecorded_deliveries": total(F.col("excused").isNotNull()),
                    "_orphan": total(F.col("excused").isNull())}),
         (per_index(h), {"resent_after_restart": F.sum(_resent())}))
-    n = sum(counts.pop(k) for k in ("_missing", "_double", "_wrong", "_orphan"))
+    n = take_violations(counts)
     return CheckResult(CHECK, None, counts["decisions"], violations, counts,
                        model.unrecorded_note(counts), violation_count=n)
 

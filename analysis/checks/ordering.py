@@ -26,6 +26,7 @@ from analysis.checks.common import (
     enqueue_pos,
     first_attempt,
     no_violations,
+    take_violations,
     total,
     vrows,
 )
@@ -77,7 +78,7 @@ def channel_fifo(h: History, p: Params) -> CheckResult:
                       "dead_lettered": total(F.col("dead_lettered"))}),
         (prev, {"_seq": total(F.col("prev_seq") >= F.col("pub_seq"))}),
         (tags, {"_tag": total(F.col("prev_tag") >= F.col("delivery_tag"))}))
-    n = counts.pop("_seq") + counts.pop("_tag")
+    n = take_violations(counts)
     return CheckResult(check, None, counts["first_attempt"], violations, counts,
                        model.channel_fifo_note(counts), violation_count=n)
 
@@ -97,7 +98,7 @@ def consumer_monotonic(h: History, p: Params) -> CheckResult:
                                        F.col("pos").cast("string")))
     counts = count_rows(prev, first_attempt_with_pos=F.count("*"),
                         _v=total(F.col("prev_pos") >= F.col("pos")))
-    n = counts.pop("_v")
+    n = take_violations(counts)
     return CheckResult(check, None, counts["first_attempt_with_pos"], violations, counts,
                        violation_count=n)
 
@@ -145,6 +146,6 @@ def sac_fifo(h: History, p: Params) -> CheckResult:
         (ex, {"_overlap": total(F.col("ts_ns") < F.col("best.t"))}),
         (seq_prev, {"_order": total(F.col("prev_pos") >= F.col("pos"))}),
         (over, {"_overtake": total(F.col("ts_ns") < F.col("before.t"))}))
-    n = counts.pop("_overlap") + counts.pop("_order") + counts.pop("_overtake")
+    n = take_violations(counts)
     return CheckResult(check, None, counts["deliveries"], violations, counts,
                        violation_count=n)

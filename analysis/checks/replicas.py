@@ -26,6 +26,7 @@ from analysis.checks.common import (
     no_violations,
     per_index,
     rare_replica_rows,
+    take_violations,
     total,
     vrows,
 )
@@ -89,6 +90,6 @@ def run(h: History, p: Params) -> CheckResult:
                "_dec": total(F.col("n_dec") > 1)}),
         (bad, {"_order": F.count(F.lit(1))}),
         (leaders, {"_elect": total(F.col("n") > 1)}))
-    n = sum(counts.pop(k) for k in ("_log", "_state", "_dec", "_order", "_elect"))
+    n = take_violations(counts)
     return CheckResult(CHECK, None, counts["applied"], violations, counts,
                        model.unrecorded_note(counts), violation_count=n)

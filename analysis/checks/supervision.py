@@ -19,7 +19,15 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis import model
-from analysis.checks.common import ORDER, CheckResult, count_parts, no_violations, total, vrows
+from analysis.checks.common import (
+    ORDER,
+    CheckResult,
+    count_parts,
+    no_violations,
+    take_violations,
+    total,
+    vrows,
+)
 from analysis.load import History
 from analysis.model import Params
 
@@ -85,7 +93,7 @@ def run(h: History, p: Params) -> CheckResult:
                 "excused": total(gone & ~down), "_down": total(down)}),
         (gave_up, {"excused_give_ups": total(~root), "_root": total(root)}))
     life.unpersist()
-    n = counts.pop("_down") + counts.pop("_root")
+    n = take_violations(counts)
     if counts["actors"] == 0:
         status, note = model.simple_status(0, False, "no supervision_events")
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from analysis import load, model, runner, synthetic
 from analysis.checks import ALL
-from analysis.checks.common import CheckResult, count_parts
+from analysis.checks.common import CheckResult, count_parts, take_violations
 from analysis.load import History
 from tests.analysis.conftest import arrow_tables
 
@@ -111,3 +111,10 @@ def test_count_parts_gathers_several_frames_in_one_collect(spark: SparkSession) 
     assert got == {"n": 10, "even": 5, "none": 0, "null_sum": 0}
     with pytest.raises(ValueError, match="twice"):
         count_parts((nums, {"n": F.count("*")}), (nums, {"n": F.count("*")}))
+
+
+def test_take_violations_sums_and_removes_the_underscored_counts() -> None:
+    counts = {"decisions": 7, "_missing": 2, "resent": 1, "_double": 3}
+    assert take_violations(counts) == 5
+    assert counts == {"decisions": 7, "resent": 1}
+    assert take_violations(counts) == 0
