@@ -682,8 +682,7 @@ class RaServerProc:
             self.flush_stash()
 
     def flush_stash(self) -> None:
-        if not self.stash:
-            return
+        """Held leader calls (`after_event` calls this only when there are some)."""
         if self.role == LEADER:
             held, self.stash = self.stash, []
             self.push([(("call", f), req) for f, req in held])
