@@ -27,6 +27,7 @@ from analysis.checks.common import (
     count_parts,
     dark_intervals,
     index_summary,
+    lifecycle_ops,
     members,
     no_violations,
     per_index,
@@ -134,7 +135,7 @@ def _decisions(h: History) -> DataFrame:
         "sends", lambda x: (x["msg_id"] == F.col("d.msg_id"))
         & (x["attempt"] == F.col("d.attempt"))).alias("own"))
     leaders = term_leaders(h)
-    ops = h["client_ops"]
+    ops = lifecycle_ops(h)
     chan_closes = (ops.where(F.col("kind") == "channel_close")
                    .groupBy(F.concat_ws("/", "conn_id", F.col("channel_id").cast("string"))
                             .alias("chan")).agg(F.min("ts_ns").alias("chan_closed")))
