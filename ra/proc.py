@@ -676,8 +676,7 @@ class RaServerProc:
         self.persist_snapshot()
         self.flush_wal()
         self.persist_last_applied()
-        if self.role != LEADER or self.leader_mon is not None:
-            self.track_leader()  # a leader with no leader monitor has nothing to drop
+        self.track_leader()
         if self.stash:
             self.flush_stash()
 
