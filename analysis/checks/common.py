@@ -428,17 +428,17 @@ def _index_summary(h: History) -> DataFrame:
     kind = F.col("kind")
     idx = list(IDX)
     k_applied, k_decided, k_sent = 0, 1, 2
-    decided_row = kind == "service_queue"
+    applied_row, decided_row = kind == "applied", kind == "service_queue"
     member = F.col("member")
     rows = (h["replica_events"].where(kind.isin(*BULK_REPLICA_KINDS))
             .join(F.broadcast(members(h)), ["queue", "consumer_node"], "left")
             .select(*idx,
-                    F.when(kind == "applied", k_applied).when(decided_row, k_decided)
+                    F.when(applied_row, k_applied).when(decided_row, k_decided)
                     .otherwise(k_sent).alias("k"),
                     F.xxhash64("server").alias("srv"), "raft_term",
-                    F.when(kind == "applied",
+                    F.when(applied_row,
                            _hash_present("raft_term", "cmd_type", "cmd_digest")).alias("log_h"),
-                    F.when(kind == "applied", F.col("state_digest")).alias("state"),
+                    F.when(applied_row, F.col("state_digest")).alias("state"),
                     "msg_id", "attempt",
                     F.when(decided_row, _hash_present("consumer_key", "consumer_node"))
                     .alias("dec_h"),
