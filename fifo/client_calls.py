@@ -57,4 +57,6 @@ def run(op: Op, state: ClientState, replies: Sequence[Any]) -> Out:
         out = op(calls, copy_state(state), fx)
     except NeedCall as need:
         return Out("call", state, [], need.effects)
+    if not calls.emitted:
+        return out  # no call answered this round: every effect is new
     return out._replace(effects=calls.new_effects(out.effects))

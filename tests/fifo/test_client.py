@@ -78,6 +78,26 @@ def test_init_uses_upstream_defaults() -> None:
     assert (s.cfg.soft_limit, s.cfg.timeout, s.cfg.servers) == (32, TIMEOUT, (S1, S2, S3))
 
 
+def test_operations_work_on_a_copy_that_carries_every_field() -> None:
+    """Each operation copies the session first: the copy equals it field for field
+    and owns its maps, so the caller's state is never changed behind its back."""
+    from fifo.client_records import copy_state
+
+    s = registered()
+    s.next_seq, s.next_enqueue_seq, s.slow, s.timer_state = 7, 5, True, "slow"
+    s.cached_segments = ("seg", 1)
+    s.pending[6] = ("corr", "cmd")
+    s.consumers["ctag"] = ClientConsumer(("ctag", ME), 3)
+    s.unsent_commands[("ctag", ME)] = ([1], [2], [3])
+    c = copy_state(s)
+    assert c == s
+    c.pending.clear()
+    c.consumers.clear()
+    c.unsent_commands[("ctag", ME)][0].append(9)
+    assert s.pending == {6: ("corr", "cmd")} and "ctag" in s.consumers
+    assert s.unsent_commands[("ctag", ME)] == ([1], [2], [3])
+
+
 def test_first_publish_registers_the_enqueuer_synchronously() -> None:
     s0 = fresh()
     reg = ProcessCommand("process_command", (S1, S2, S3), make_register_enqueuer(ME), TIMEOUT)
