@@ -40,12 +40,23 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A routed message: where it was published, its routing keys, its content."""
+    """A routed message: where it was published, its routing keys, its content.
+
+    ``properties`` is the content's decoded ``Basic.Properties`` when the
+    publishing channel already has them (it reads expiration, headers and user_id
+    of every publish), so that a queue type reading them again does not decode
+    the same bytes twice; ``None`` means decode ``content`` when needed.
+    """
 
     exchange: str
     routing_key: str
     content: Content
     routing_keys: tuple[str, ...] = ()
+    properties: Any = field(default=None, compare=False, repr=False)
+
+    def decoded_properties(self) -> Any:
+        props = self.properties
+        return self.content.properties() if props is None else props
 
 
 @dataclass(frozen=True, slots=True)

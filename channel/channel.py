@@ -549,11 +549,13 @@ class ChannelProcess:
                 "PRECONDITION_FAILED",
                 f"user_id property set to '{props.user_id}' but authenticated user was "
                 f"'{self.conn.user}'")
+        decoded: Any = props
         if headers and "BCC" in headers:
             content = _without_bcc(content)
+            decoded = None  # the stored properties no longer carry the BCC header
         targets = self.ctx.topology.route(self.vhost, xname, keys, headers)
         queues = [q for q in targets if self.session.exists(q)]
-        message = Message(xname, m.routing_key, content, tuple(keys))
+        message = Message(xname, m.routing_key, content, tuple(keys), decoded)
         if trace.enabled():
             trace.emit("publish_in", channel=self.me, exchange=xname,
                        routing_key=m.routing_key, seqno=seqno, queues=queues,

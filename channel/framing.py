@@ -4,6 +4,9 @@ pamqp decodes well but validates on construction and on marshal, refusing
 names and properties RabbitMQ accepts (spec channel.md §11). So decoding goes
 through pamqp's method classes, while every server-to-client method is encoded
 here from the same class metadata (field order and types) without validation.
+The two methods that come once per message, ``basic.publish`` and
+``basic.ack``, are read straight into those same classes (a test holds them to
+pamqp's result for any payload); all other methods go through pamqp's decoder.
 Content properties are never re-encoded: the raw property bytes of the
 publisher's content header are kept and replayed, as RabbitMQ keeps
 `properties_bin`.
@@ -66,11 +69,64 @@ def method_ids(method: type[MethodFrame] | MethodFrame) -> tuple[int, int]:
     return method.index >> 16, method.index & 0xFFFF
 
 
+_INDEX = struct.Struct(">I")
+_PUBLISH, _ACK = commands.Basic.Publish, commands.Basic.Ack
+_ACK_PAYLOAD = struct.Struct(">IqB")  # pamqp reads a longlong as signed
+
+
+def _publish_fast(payload: bytes) -> MethodFrame | None:
+    """`basic.publish` read directly: the same object pamqp's generic decoder
+    builds, for a payload that holds every field; None sends it down pamqp's path
+    (so a malformed one fails exactly as it does there)."""
+    n = len(payload)
+    if n < 9:
+        return None
+    x_end = 7 + payload[6]
+    if x_end >= n:
+        return None
+    r_end = x_end + 1 + payload[x_end]
+    if r_end >= n:
+        return None
+    try:
+        exchange = bytes(payload[7:x_end]).decode("utf-8")
+        routing_key = bytes(payload[x_end + 1:r_end]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    bits = payload[r_end]
+    method = _PUBLISH.__new__(_PUBLISH)
+    method.ticket = (payload[4] << 8) | payload[5]
+    method.exchange = exchange
+    method.routing_key = routing_key
+    method.mandatory = bits & 1 != 0
+    method.immediate = bits & 2 != 0
+    return method
+
+
 def decode_method(payload: bytes) -> MethodFrame:
-    """Decode a method frame payload; KeyError for unknown ids, ValueError if malformed."""
+    """Decode a method frame payload; KeyError for unknown ids, ValueError if malformed.
+
+    The two methods a busy connection sends once per message, ``basic.publish``
+    and ``basic.ack``, are read directly (pamqp's generic decoder walks the
+    field list with a call per field); every other method, and any payload too
+    short for those two, goes through pamqp.
+    """
     if len(payload) < 4:
         raise ValueError("method frame too short")
-    index = struct.unpack_from(">I", payload, 0)[0]
+    index = _INDEX.unpack_from(payload, 0)[0]
+    if index == _PUBLISH.index:
+        fast = _publish_fast(payload)
+        if fast is not None:
+            return fast
+    elif index == _ACK.index and len(payload) >= 13:
+        _, tag, bits = _ACK_PAYLOAD.unpack_from(payload, 0)
+        ack = _ACK.__new__(_ACK)
+        ack.delivery_tag = tag
+        ack.multiple = bits & 1 != 0
+        return ack
+    return _decode_generic(index, payload)
+
+
+def _decode_generic(index: int, payload: bytes) -> MethodFrame:
     cls = commands.INDEX_MAPPING[index]
     method = cls.__new__(cls)
     try:

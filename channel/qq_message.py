@@ -43,7 +43,7 @@ class QqMessage:
     @classmethod
     def from_message(cls, message: Message) -> QqMessage:
         content = message.content
-        props = content.properties()
+        props = message.decoded_properties()
         ttl = int(props.expiration) if props.expiration is not None else None
         return cls(message.exchange, message.routing_key, message.routing_keys,
                    content.properties_bin, content.body, content.class_id, ttl,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pamqp import commands as C
 from pamqp import frame as pframe
 
@@ -66,6 +68,56 @@ def test_decode_method_rejects_unknown_ids() -> None:
         decode_method(struct.pack(">HH", 99, 1))
     publish = decode_method(pframe.marshal(C.Basic.Publish(exchange="x", routing_key="k"), 1)[7:-1])
     assert (publish.exchange, publish.routing_key) == ("x", "k")
+
+
+def _generic_or_error(payload: bytes) -> object:
+    """What pamqp's generic decoder makes of `payload`: its fields, or the error type."""
+    from channel.framing import _decode_generic
+
+    try:
+        m = _decode_generic(struct.unpack_from(">I", payload)[0], payload)
+    except Exception as exc:
+        return type(exc)
+    return (type(m), {a: getattr(m, a) for a in m.__slots__})
+
+
+def _fast_or_error(payload: bytes) -> object:
+    try:
+        m = decode_method(payload)
+    except Exception as exc:
+        return type(exc)
+    return (type(m), {a: getattr(m, a) for a in m.__slots__})
+
+
+_shortstr = st.binary(max_size=12).map(lambda b: bytes([len(b)]) + b)
+
+
+@settings(max_examples=400, deadline=None)
+@given(index=st.sampled_from([C.Basic.Publish.index, C.Basic.Ack.index]),
+       body=st.one_of(
+           st.binary(max_size=24),
+           st.tuples(st.binary(min_size=2, max_size=2), _shortstr, _shortstr,
+                     st.binary(max_size=2)).map(b"".join),
+           st.tuples(st.binary(min_size=8, max_size=8), st.binary(max_size=2)).map(b"".join)),
+       cut=st.integers(0, 3))
+def test_publish_and_ack_read_directly_agree_with_pamqp(index: int, body: bytes,
+                                                         cut: int) -> None:
+    """basic.publish and basic.ack skip pamqp's field walk; for any payload, well
+    formed, truncated or with bad UTF-8, the result (or the error) is pamqp's."""
+    payload = struct.pack(">I", index) + body
+    payload = payload[:len(payload) - cut] if cut < len(body) else payload
+    assert _fast_or_error(payload) == _generic_or_error(payload)
+
+
+def test_publish_read_directly_keeps_names_and_flags() -> None:
+    x = "é x".encode()  # a name pamqp itself would refuse to encode
+    payload = struct.pack(">IH", C.Basic.Publish.index, 0) + bytes([len(x)]) + x + b"\x03k.1\x01"
+    publish = decode_method(payload)
+    assert type(publish) is C.Basic.Publish
+    assert (publish.ticket, publish.exchange, publish.routing_key, publish.mandatory,
+            publish.immediate) == (0, "é x", "k.1", True, False)
+    ack = decode_method(pframe.marshal(C.Basic.Ack(delivery_tag=2**40, multiple=True), 1)[7:-1])
+    assert (type(ack), ack.delivery_tag, ack.multiple) == (C.Basic.Ack, 2**40, True)
 
 
 def header_payload(class_id: int, size: int, weight: int = 0) -> bytes:
