@@ -86,6 +86,8 @@ __all__ = ["MACHINE_VERSION", "RabbitFifo"]
 
 MACHINE_VERSION = 7
 SUPPORTED_VERSIONS = (4, 5, 6, 7)
+#: aux commands whose handling reads the clock (`fifo.aux.handle_aux`)
+_TIMED_AUX = ("eval", "force_checkpoint")
 
 Meta = Mapping[str, Any]
 Result = tuple[RabbitFifoState, Any] | tuple[RabbitFifoState, Any, list[Any]]
@@ -187,7 +189,10 @@ class RabbitFifo:
 
     def handle_aux(self, ra_state: str, kind: Any, cmd: Any, aux: AuxState,
                    ra_aux: Any) -> tuple[Any, ...]:
-        return handle_aux(ra_state, kind, cmd, aux, ra_aux, self._now())
+        # only the checkpoint evaluations read the clock; ``bytes_in`` comes once
+        # per enqueue on every replica and needs no time
+        now = self._now() if cmd in _TIMED_AUX else 0
+        return handle_aux(ra_state, kind, cmd, aux, ra_aux, now)
 
     def _now(self) -> int:
         return self.clock() if self.clock is not None else 0

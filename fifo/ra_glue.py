@@ -106,15 +106,20 @@ def _record_sends(queue: Any, effects: list[Any]) -> None:
         replica_trace.sent(queue, effects)
 
 
-def _resolve_self(effects: list[Any]) -> list[Any]:
+#: the effects `QueueMachine._adapt` may rewrite, by tag; all others pass unchanged
+_ADAPTED_TAGS = frozenset({"mod_call", "log_ext", "log", "send_msg"})
+
+
+def _resolve_self_one(eff: Any) -> Any:
     """Name the executing server where the machine could only write ``self()``."""
-    out = []
-    for eff in effects:
-        match eff:
-            case ("send_msg", to, ("dlx_event", s, evt), *opts) if s == SELF:
-                eff = ("send_msg", to, ("dlx_event", actors.self(), evt), *opts)
-        out.append(eff)
-    return out
+    match eff:
+        case ("send_msg", to, ("dlx_event", s, evt), *opts) if s == SELF:
+            return ("send_msg", to, ("dlx_event", actors.self(), evt), *opts)
+    return eff
+
+
+def _resolve_self(effects: list[Any]) -> list[Any]:
+    return [_resolve_self_one(eff) for eff in effects]
 
 
 class QueueMachine:
@@ -184,7 +189,11 @@ class QueueMachine:
 
     def _adapt(self, queue: Any, effects: Any) -> list[Any]:
         out: list[Any] = []
-        for eff in _resolve_self(ra_machine.flatten(effects)):
+        for eff in ra_machine.flatten(effects):
+            if type(eff) is not tuple or not eff or eff[0] not in _ADAPTED_TAGS:
+                out.append(eff)  # most effects: nothing to rewrite
+                continue
+            eff = _resolve_self_one(eff)
             match eff:
                 case ("mod_call", str() as mod, fun, args) if mod in ra_hooks.MODULES:
                     eff = ("mod_call", ra_hooks.MODULES[mod], fun, args)

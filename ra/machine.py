@@ -76,6 +76,12 @@ def flatten(effects: Any) -> Effects:
     Ra accepts one effect or an arbitrarily nested list and executes them
     depth-first, left to right.
     """
+    if type(effects) is list:
+        for eff in effects:
+            if eff is None or isinstance(eff, list):
+                break
+        else:
+            return effects[:]  # already flat, the usual case: one copy, no walk
     out: Effects = []
     _flatten_into(effects, out)
     return out

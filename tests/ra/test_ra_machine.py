@@ -46,6 +46,13 @@ def test_nested_effect_lists_flatten_in_order() -> None:
     assert flatten(None) == [] and flatten(("e",)) == [("e",)]
 
 
+def test_a_flat_effect_list_comes_back_as_a_copy() -> None:
+    flat = [("a",), "garbage_collection"]
+    out = flatten(flat)
+    assert out == flat and out is not flat
+    assert flatten([("a",), None]) == [("a",)]
+
+
 def test_bad_apply_result_is_rejected() -> None:
     with pytest.raises(TypeError):
         normalise_apply_result("nope")
