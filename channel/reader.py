@@ -426,6 +426,8 @@ class Reader:
         self.state_effects(*self.throttle.control(self.state, self.credit.blocked(), now))
 
     def publish_received(self) -> None:
+        if not self.throttle.blocked_by:
+            return  # nothing blocks this connection: the throttle would change nothing
         now = self.clock.monotonic_ms()
         self.state_effects(*self.throttle.publish_received(self.state, now))
 
