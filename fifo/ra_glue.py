@@ -190,7 +190,8 @@ class QueueMachine:
     def _adapt(self, queue: Any, effects: Any) -> list[Any]:
         out: list[Any] = []
         for eff in ra_machine.flatten(effects):
-            if type(eff) is not tuple or not eff or eff[0] not in _ADAPTED_TAGS:
+            tag = eff[0] if isinstance(eff, tuple) and eff else None
+            if type(tag) is not str or tag not in _ADAPTED_TAGS:
                 out.append(eff)  # most effects: nothing to rewrite
                 continue
             eff = _resolve_self_one(eff)
