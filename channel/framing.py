@@ -205,28 +205,48 @@ class Out:
         return self.cls.name
 
 
-def _method_payload(cls: type[MethodFrame], fields: dict[str, Any]) -> bytes:
-    parts: list[bytes] = [struct.pack(">I", cls.index)]
-    bits = -1
-    offset = 0
+#: per method class: its index bytes and its fields in order, each as
+#: ``(name, encoder, default)``, or ``(names, None, None)`` for a run of up to eight
+#: bits packed into one octet
+_Plan = tuple[bytes, tuple[tuple[Any, Any, Any], ...]]
+_PLANS: dict[type[MethodFrame], _Plan] = {}
+
+
+def _plan(cls: type[MethodFrame]) -> _Plan:
+    """Read the class metadata once: which encoder and default each field takes."""
+    steps: list[tuple[Any, Any, Any]] = []
+    bits: list[str] = []
     for arg in cls.__slots__:
         data_type = cls.amqp_type(arg)
-        value = fields.get(arg, _DEFAULTS.get(data_type))
         if data_type == "bit":
-            if bits < 0 or offset == 8:
-                if bits >= 0:
-                    parts.append(bytes([bits]))
-                bits, offset = 0, 0
-            if value:
-                bits |= 1 << offset
-            offset += 1
+            if len(bits) == 8:
+                steps.append((tuple(bits), None, None))
+                bits = []
+            bits.append(arg)
             continue
-        if bits >= 0:
-            parts.append(bytes([bits]))
-            bits = -1
-        parts.append(encode.by_type(value, data_type))
-    if bits >= 0:
-        parts.append(bytes([bits]))
+        if bits:
+            steps.append((tuple(bits), None, None))
+            bits = []
+        steps.append((arg, encode.METHODS[data_type], _DEFAULTS.get(data_type)))
+    if bits:
+        steps.append((tuple(bits), None, None))
+    plan = _PLANS[cls] = (struct.pack(">I", cls.index), tuple(steps))
+    return plan
+
+
+def _method_payload(cls: type[MethodFrame], fields: dict[str, Any]) -> bytes:
+    index, steps = _PLANS.get(cls) or _plan(cls)
+    parts: list[bytes] = [index]
+    get = fields.get
+    for name, encoder, default in steps:
+        if encoder is not None:
+            parts.append(encoder(get(name, default)))
+            continue
+        octet = 0
+        for offset, bit in enumerate(name):
+            if get(bit):
+                octet |= 1 << offset
+        parts.append(bytes((octet,)))
     return b"".join(parts)
 
 
