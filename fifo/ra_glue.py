@@ -112,6 +112,9 @@ _ADAPTED_TAGS = frozenset({"mod_call", "log_ext", "log", "send_msg"})
 
 def _resolve_self_one(eff: Any) -> Any:
     """Name the executing server where the machine could only write ``self()``."""
+    if not (isinstance(eff, tuple) and len(eff) > 2 and isinstance(eff[2], tuple)
+            and eff[2][:1] == ("dlx_event",)):
+        return eff  # the pattern below, told apart without matching it
     match eff:
         case ("send_msg", to, ("dlx_event", s, evt), *opts) if s == SELF:
             return ("send_msg", to, ("dlx_event", actors.self(), evt), *opts)

@@ -138,6 +138,8 @@ class RaServerProc:
         #: leader calls held until a leader is known: [(from, request)]
         self.stash: list[tuple[Any, Any]] = []
         self.aux_state: Any = None
+        #: (machine module, its handle_aux or None, legacy 6-argument form), see `aux`
+        self._aux_handler: tuple[Any, Any, bool] | None = None
         self._persisted_tv: tuple[int, Any] = (0, None)
         self._persisted_la = 0
         self._persisted_snap: tuple[Any, int, Any] = (None, 0, None)
@@ -751,21 +753,29 @@ class RaServerProc:
         machine state, and the log it returns becomes the server's log.
         """
         s = self.s
-        fun = getattr(s.cfg.effective_machine_module, "handle_aux", None)
+        module = s.cfg.effective_machine_module
+        handler = self._aux_handler
+        if handler is None or handler[0] is not module:
+            # once per machine module: ``{aux, ...}`` effects come once per enqueue
+            fun = getattr(module, "handle_aux", None)
+            handler = self._aux_handler = (
+                module, fun, fun is not None and ra_machine.aux_arity(fun) == 6)
+        _, fun, legacy = handler
         if fun is None:
             return ("reply", ("error", "aux_handler_not_implemented")), []
-        legacy = ra_machine.aux_arity(fun) == 6
         if legacy:
             result = fun(self.role, kind, cmd, self.aux_state, s.log, s.machine_state)
         else:
             result = fun(self.role, kind, cmd, self.aux_state, s)
-        match result:
-            case ("reply", reply, aux, inner, *rest):
-                out: Any = ("reply", reply)
-            case ("no_reply", aux, inner, *rest):
-                out = None
-            case other:
-                raise ValueError(f"bad handle_aux return {other!r}")
+        tag = result[0] if isinstance(result, tuple | list) and result else None
+        if tag == "reply" and len(result) >= 4:
+            out: Any = ("reply", result[1])
+            aux, inner, rest = result[2], result[3], result[4:]
+        elif tag == "no_reply" and len(result) >= 3:
+            out = None
+            aux, inner, rest = result[1], result[2], result[3:]
+        else:
+            raise ValueError(f"bad handle_aux return {result!r}")
         self.aux_state = aux
         if legacy:
             s.log = inner
