@@ -46,9 +46,9 @@ def augment_command_meta(
     idx: int, term: int, mac_ver: int, reply_mode: Any, cmd_meta: dict[str, Any]
 ) -> dict[str, Any]:
     """The Meta map handed to ``apply/3``: ``ts`` is renamed ``system_time``."""
-    meta: dict[str, Any] = {"index": idx, "machine_version": mac_ver, "term": term}
-    for key, value in cmd_meta.items():
-        meta["system_time" if key == "ts" else key] = value
+    meta: dict[str, Any] = {"index": idx, "machine_version": mac_ver, "term": term, **cmd_meta}
+    if "ts" in meta:
+        meta["system_time"] = meta.pop("ts")
     if reply_mode is not None:
         meta["reply_mode"] = reply_mode
     return meta
