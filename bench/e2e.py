@@ -90,19 +90,25 @@ within this machine's noise (three alternated pairs: p50 6.04 / 6.80 / 6.17 agai
 6.52 / 5.92 / 5.57 ms, 9.0 / 10.3 / 9.3 against 10.0 / 8.9 / 8.4 ms of CPU a
 message).
 At window 256 the leader's node is the busiest process (0.73 of a core, 0.29 ms of
-CPU a message). Its profile named four costs per publish that did no modelling work:
+CPU a message). Its profile named costs per publish that did no modelling work:
 pamqp's generic walk over ``basic.publish``'s fields, the publish's properties decoded
 twice (by the channel and again for the queue message), the fifo client's copy of its
-session through ``dataclasses.replace``, and every effect of every applied command
-flattened three times and matched against four patterns. Without them (``basic.publish``
-and ``basic.ack`` read straight into pamqp's classes, one decode, a field-by-field
-copy, flat lists copied and only rewritable effects matched), two alternated pairs:
-leader 0.260 / 0.256 against 0.284 / 0.296 ms of CPU a message, 2,846 / 2,841 against
-2,692 / 2,554 msg/s confirmed; at window 1 no change beyond noise (p50 6.66 / 6.86 /
-6.58 against 6.66 / 6.78 / 6.79 ms). Then, with RabbitMQ in the same runs: 3,052 /
-2,905 msg/s at 16 B against 5,079 / 5,186 (0.60 / 0.56), 2,771 / 2,761 at 1 KiB
-against 3,964 / 4,371 (0.70 / 0.63), window-1 p50 6.27 / 7.57 ms against 2.53 / 2.51
-ms (2.5 / 3.0 times).
+session through ``dataclasses.replace``, every effect of every applied command
+flattened three times and matched against four patterns, and the aux handler looked
+up again for every ``bytes_in``. Without them, four alternated pairs (two in each
+order: the second run of a pair is slowed by the first one's disk writeback, so one
+order alone favours the first): leader 0.195 / 0.177 / 0.220 / 0.209 against
+0.284 / 0.178 / 0.275 / 0.245 ms of CPU a message, 3,761 / 4,073 / 3,315 / 3,546
+against 2,695 / 4,304 / 2,756 / 3,126 msg/s confirmed (this machine drifted by half
+within the hour); window 1 p50 5.42 / 5.60 / 5.84 / 5.20 against 5.75 / 5.33 / 5.53 /
+6.38 ms, within noise. Then, with RabbitMQ in the same runs: 3,171 / 3,474 msg/s at
+16 B against 5,010 / 5,459 (0.63 / 0.64), 2,835 / 3,162 at 1 KiB against 4,017 /
+4,852 (0.71 / 0.65), window-1 p50 6.11 / 6.16 ms against 2.13 / 2.11 ms (2.9 times).
+The consumer is further behind: 1,836 / 1,986 msg/s against 4,378 / 4,235 (0.42 /
+0.47). With prefetch 300 it gets new deliveries only as its settles are committed and
+applied on its node, so it runs at 300 per settle round; rounds of about 150 ms here
+(RabbitMQ's about 70 ms) give its ~2k msg/s: the settles queue behind the publisher's
+work on the same two cores.
 Earlier figures, from the faster machine:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
