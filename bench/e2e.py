@@ -106,9 +106,9 @@ within the hour); window 1 p50 5.42 / 5.60 / 5.84 / 5.20 against 5.75 / 5.33 / 5
 4,852 (0.71 / 0.65), window-1 p50 6.11 / 6.16 ms against 2.13 / 2.11 ms (2.9 times).
 The consumer is further behind: 1,836 / 1,986 msg/s against 4,378 / 4,235 (0.42 /
 0.47). With prefetch 300 it gets new deliveries only as its settles are committed and
-applied on its node, so it runs at 300 per settle round; rounds of about 150 ms here
-(RabbitMQ's about 70 ms) give its ~2k msg/s: the settles queue behind the publisher's
-work on the same two cores.
+applied on its node, so it runs at 300 per settle round: ~2k msg/s means rounds of
+about 150 ms, RabbitMQ's 4.3k about 70 ms (inferred from the rates; the stages of a
+settle round under this load were not timed).
 Earlier figures, from the faster machine:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
