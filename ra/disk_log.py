@@ -54,6 +54,7 @@ from ra.log_base import CHECKPOINT, SNAPSHOT, LogBase, Snapshot
 from ra.log_base import idxterm as _idxterm
 from ra.log_ets import LogEts
 from ra.log_meta import LogMeta
+from ra.packed import PackedEntries
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
 log = logging.getLogger("warren.ra.disk_log")
@@ -347,7 +348,8 @@ class DiskLog(LogBase):
             self._last = idx
             pending = ra_seq.append(idx, pending)
         self._pending = pending
-        self._wal_out.append(list(entries))
+        # a run received packed goes to the WAL as it is: its pickle is made already
+        self._wal_out.append(entries if isinstance(entries, PackedEntries) else list(entries))
 
     def set_last_index(self, idx: int) -> None:
         if idx < self._last:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ra.apply import apply_to
+from ra.packed import PackedEntries
 from ra.release_cursor import maybe_emit_pending_release_cursor
 from ra.state import Peer, ServerState
 from ra.types import AppendEntriesReply, AppendEntriesRpc, ServerId
@@ -44,8 +45,14 @@ def fetch_term(idx: int, s: ServerState) -> int | None:
     return None
 
 
-def make_rpc_effect(peer_id: ServerId, peer: Peer, batch: int, s: ServerState) -> tuple[int, Any]:
-    """One AER (or a snapshot send) for `peer`; returns ``(new_next_index, effect)``."""
+def make_rpc_effect(peer_id: ServerId, peer: Peer, batch: int, s: ServerState,
+                    shared: list[Any] | None = None) -> tuple[int, Any]:
+    """One AER (or a snapshot send) for `peer`; returns ``(new_next_index, effect)``.
+
+    `shared` holds the last entries sent in this round as ``[first, last, entries]``:
+    a peer that needs the same run gets the same `PackedEntries`, pickled once for
+    all of them (Ra reuses the previous peer's entries the same way).
+    """
     prev_idx = peer.next_index - 1
     prev_term = s.log.fetch_term(prev_idx)
     if prev_term is None:
@@ -61,7 +68,15 @@ def make_rpc_effect(peer_id: ServerId, peer: Peer, batch: int, s: ServerState) -
             return snap[0], send_snapshot_effect(peer_id, s)
     last_idx, _ = s.log.last_index_term()
     upto = min(last_idx, prev_idx + batch)
-    entries = tuple(s.log.fold(prev_idx + 1, upto))
+    entries: tuple[Any, ...]
+    if upto <= prev_idx:
+        entries = ()  # only the commit index to tell
+    elif shared and shared[0] == prev_idx + 1 and shared[1] == upto:
+        entries = shared[2]
+    else:
+        entries = PackedEntries(s.log.fold(prev_idx + 1, upto))
+        if shared is not None:
+            shared[:] = [prev_idx + 1, upto, entries]
     rpc = AppendEntriesRpc(
         term=s.current_term,
         leader_id=s.cfg.id,
@@ -94,12 +109,13 @@ def make_pipelined_rpc_effects(
     max_count = cfg.max_pipeline_count
     more = False
     rpcs: Effects = []
+    shared: list[Any] = []
     for peer_id, peer in s.cluster.items():
         if not _rpc_due(peer_id, peer, s, next_log_idx, force):
             continue
         in_flight = peer.next_index - peer.match_index - 1
         batch = max(1, min(cfg.max_append_entries_rpc_batch_size, max_count - in_flight))
-        new_next, eff = make_rpc_effect(peer_id, peer, batch, s)
+        new_next, eff = make_rpc_effect(peer_id, peer, batch, s, shared)
         assert new_next >= peer.next_index or eff[0] == "send_snapshot"
         if eff[0] == "send_rpc":
             peer.next_index = new_next

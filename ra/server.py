@@ -20,6 +20,7 @@ executing ``send_snapshot`` comes back through `update_peer`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ra import consistent_queries, deletion, versioning
@@ -805,14 +806,17 @@ def handle_pre_vote(msg: Any, s: ServerState) -> Result:
 
 def drop_existing(
     entries: tuple[Entry, ...], prev_idx: int, s: ServerState
-) -> tuple[list[Entry], int]:
-    """Skip leading entries the log already holds with the same term."""
+) -> tuple[Sequence[Entry], int]:
+    """Skip leading entries the log already holds with the same term.
+
+    When none is held (the usual case) the entries come back as received, so a
+    run that arrived packed (`ra.packed`) reaches the WAL with its pickle."""
     last_valid = prev_idx
     for pos, (idx, term, _) in enumerate(entries):
         if not s.log.exists(idx, term):
-            return list(entries[pos:]), last_valid
+            return (entries if pos == 0 else entries[pos:]), last_valid
         last_valid = idx
-    return [], last_valid
+    return (), last_valid
 
 
 def has_log_entry_or_snapshot(idx: int, term: int, s: ServerState) -> str:
