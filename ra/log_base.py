@@ -44,6 +44,9 @@ class LogBase:
     _checkpoints: list[Snapshot]
     _pending_snapshot: tuple[str, Snapshot] | None
     wal_up: bool
+    #: the packed run the last AppendEntries carried (`ra.replication`), until
+    #: `take_wal_writes`: a leader's WAL batch of the same entries reuses it
+    sent_run: Any = None
     min_snapshot_interval: int
     min_checkpoint_interval: int
 
@@ -223,8 +226,19 @@ class LogBase:
         appends made while handling one event reach the WAL as one write.
         """
         out, self._wal_out = self._wal_out, []
-        if len(out) < 2:
-            return out
+        run, self.sent_run = self.sent_run, None
+        if len(out) >= 2:
+            out = self._joined(out)
+        if run is not None and len(out) == 1:
+            batch = out[0]
+            if len(run) == len(batch) and run and run[0] is batch[0] and run[-1] is batch[-1]:
+                # the same entries went out packed in this event's AppendEntries:
+                # the WAL record reuses their pickle (`ra.packed`)
+                out = [run]
+        return out
+
+    @staticmethod
+    def _joined(out: list[list[Entry]]) -> list[list[Entry]]:
         joined: list[list[Entry]] = []
         owned = False  # joined[-1] is a list of our own (callers' lists are not extended)
         for batch in out:

@@ -123,6 +123,8 @@ def make_pipelined_rpc_effects(
         new_in_flight = peer.next_index - peer.match_index - 1
         more = more or (peer.next_index < next_log_idx and new_in_flight < max_count)
         rpcs.append(eff)
+    if shared:
+        s.log.sent_run = shared[2]
     return more, rpcs + effects
 
 

@@ -64,3 +64,24 @@ def test_a_wal_record_of_a_packed_run_embeds_its_pickle_and_reads_back(tmp_path:
     path = Path(str(tmp_path)) / wal_file.file_name(1)
     path.write_bytes(wal_file.HEADER + data)
     assert wal_file.read(str(path)).batches == [[("uid", tuple(entries(1, 1)))]]
+
+
+def test_a_leaders_wal_batch_reuses_the_run_its_appendentries_carried() -> None:
+    st = leader(log=entries(1, 1, 1))
+    st.log.append(entries(1, first=4)[0])
+    st.log.append(entries(1, first=5)[0])
+    sent = rpcs(replication.make_pipelined_rpc_effects(st, [])[1])
+    assert sent[S2].entries == tuple(entries(1, 1, first=4))
+    (batch,) = st.log.take_wal_writes()
+    assert batch is sent[S2].entries and batch is sent[S3].entries
+    assert st.log.take_wal_writes() == []  # handed over once
+
+
+def test_a_wal_batch_of_other_entries_than_the_run_sent_stays_as_it_is() -> None:
+    st = leader(log=entries(1, 1, 1))
+    st.cluster[S2].next_index = st.cluster[S3].next_index = 3
+    st.log.append(entries(1, first=4)[0])
+    sent = rpcs(replication.make_pipelined_rpc_effects(st, [])[1])
+    assert sent[S2].entries == tuple(entries(1, 1, first=3))
+    (batch,) = st.log.take_wal_writes()
+    assert batch == entries(1, first=4) and not isinstance(batch, PackedEntries)
