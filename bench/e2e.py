@@ -109,6 +109,16 @@ The consumer is further behind: 1,836 / 1,986 msg/s against 4,378 / 4,235 (0.42 
 applied on its node, so it runs at 300 per settle round: ~2k msg/s means rounds of
 about 150 ms, RabbitMQ's 4.3k about 70 ms (inferred from the rates; the stages of a
 settle round under this load were not timed).
+Pickling was the next item in the profiles (py-spy on the nodes at window 256): 13 %
+of the leader's samples went to pickling the same entries three times (one
+AppendEntries per follower and its own WAL record) and 10 % of a follower's to
+pickling the entries it had just unpickled, for its WAL. With `ra.packed` a run is
+pickled once on the leader and its bytes travel into the followers' WAL records:
+the leader's share fell to 6 %, the follower's WAL encoding to under 1 %. Two runs
+then, RabbitMQ in the same runs: 3,370 / 3,133 msg/s at 16 B against 5,534 / 6,235
+(0.61 / 0.50), 3,006 / 3,326 at 1 KiB against 4,303 / 4,320 (0.70 / 0.77), window-1
+p50 6.13 / 5.55 ms against 2.17 / 2.05 ms (2.8 / 2.7 times), consumer 1,839 / 1,828
+against 3,960 / 4,595 msg/s.
 Earlier figures, from the faster machine:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
