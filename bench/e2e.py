@@ -114,7 +114,8 @@ of the leader's samples went to pickling the same entries three times (one
 AppendEntries per follower and its own WAL record) and 10 % of a follower's to
 pickling the entries it had just unpickled, for its WAL. With `ra.packed` a run is
 pickled once on the leader and its bytes travel into the followers' WAL records:
-the leader's share fell to 6 %, the follower's WAL encoding to under 1 %. Two runs
+the leader's share fell to 6 %, and the follower's WAL encoding left its top 25
+(each above about 1 %). Two runs
 then, RabbitMQ in the same runs: 3,370 / 3,133 msg/s at 16 B against 5,534 / 6,235
 (0.61 / 0.50), 3,006 / 3,326 at 1 KiB against 4,303 / 4,320 (0.70 / 0.77), window-1
 p50 6.13 / 5.55 ms against 2.17 / 2.05 ms (2.8 / 2.7 times), consumer 1,839 / 1,828
