@@ -1,9 +1,10 @@
 """Log entries pickled once, however often they are sent and written.
 
 A leader sends the same run of entries to every follower, and each follower
-writes the run it received to its WAL. Pickling is the largest single cost of
-that path in a node process, and every one of those pickles would encode the
-same entries again. `PackedEntries` is a tuple of entries that keeps its own
+writes the run it received to its WAL. Pickling is among the largest costs of
+that path in a node process (py-spy at window 256: 13 % of the leader's samples,
+10 % of a follower's for its WAL alone), and each of those pickles would encode
+the same entries again. `PackedEntries` is a tuple of entries that keeps its own
 pickle: the first pickling makes it, later ones (the second follower's
 AppendEntries, the follower's WAL record) embed it as bytes, and unpickling
 gives back a `PackedEntries` that still has it. It changes nothing a reader
