@@ -54,7 +54,7 @@ from ra.log_base import CHECKPOINT, SNAPSHOT, LogBase, Snapshot
 from ra.log_base import idxterm as _idxterm
 from ra.log_ets import LogEts
 from ra.log_meta import LogMeta
-from ra.packed import PackedEntries
+from ra.packed import own_batch
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
 log = logging.getLogger("warren.ra.disk_log")
@@ -348,8 +348,7 @@ class DiskLog(LogBase):
             self._last = idx
             pending = ra_seq.append(idx, pending)
         self._pending = pending
-        # a run received packed goes to the WAL as it is: its pickle is made already
-        self._wal_out.append(entries if isinstance(entries, PackedEntries) else list(entries))
+        self._wal_out.append(own_batch(entries))
 
     def set_last_index(self, idx: int) -> None:
         if idx < self._last:

@@ -21,7 +21,7 @@ from typing import Any
 
 from ra import seq as ra_seq
 from ra.log_base import CHECKPOINT, LogBase, Snapshot
-from ra.packed import PackedEntries
+from ra.packed import own_batch
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
 #: ``log_init_args`` defaults (spec §21.2).
@@ -158,8 +158,7 @@ class MemoryLog(LogBase):
         for entry in entries:
             self._entries.append(entry)
             self._pending = ra_seq.append(entry[0], self._pending)
-        # a run received packed goes to the WAL as it is: its pickle is made already
-        self._wal_out.append(entries if isinstance(entries, PackedEntries) else list(entries))
+        self._wal_out.append(own_batch(entries))
 
     def set_last_index(self, idx: int) -> None:
         """Force the end of the log back to `idx` (empty-AER reset, §16.2;

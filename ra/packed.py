@@ -16,7 +16,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-__all__ = ["PackedEntries"]
+__all__ = ["PackedEntries", "own_batch"]
 
 
 class PackedEntries(tuple):  # type: ignore[type-arg]
@@ -33,3 +33,9 @@ def _unpack(blob: bytes) -> PackedEntries:
     entries = PackedEntries(pickle.loads(blob))
     entries.__dict__["blob"] = blob
     return entries
+
+
+def own_batch(entries: Any) -> Any:
+    """A batch to keep or hand to the WAL: a packed run as it is (immutable, its
+    pickle made), anything else copied into a list of its own."""
+    return entries if isinstance(entries, PackedEntries) else list(entries)

@@ -54,7 +54,7 @@ from ra import seq as ra_seq
 from ra import wal_file
 from ra.log import WalDown
 from ra.log_ets import LogEts
-from ra.packed import PackedEntries
+from ra.packed import own_batch
 from ra.segment_writer import SEGMENT_WRITER_NAME
 from ra.types import Entry
 
@@ -274,9 +274,7 @@ class Wal:
         for msg in msgs:
             match msg:
                 case ("append", uid, pid, entries) if entries:
-                    if not isinstance(entries, PackedEntries):
-                        entries = list(entries)
-                    accepted = self._accept(uid, pid, entries)
+                    accepted = self._accept(uid, pid, own_batch(entries))
                     if accepted:
                         batch.append((uid, accepted))
                         n_entries += len(accepted)
