@@ -12,6 +12,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from actors.wire import frozen_init
+
 __all__ = [
     "CallExit",
     "NoSuchName",
@@ -23,6 +25,7 @@ __all__ = [
 ]
 
 
+@frozen_init
 @dataclass(frozen=True, order=True, slots=True)
 class Pid:
     """A process identifier: never reused within one node incarnation."""
@@ -39,6 +42,7 @@ class Pid:
         return (Pid, (self.node, self.serial, self.creation))
 
 
+@frozen_init
 @dataclass(frozen=True, order=True, slots=True)
 class Ref:
     """A reference unique per node incarnation (monitors, timers, call tags)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from actors.wire import frozen_init
 from channel.errors import AmqpError
 from channel.framing import (
     FRAME_BODY,
@@ -31,6 +32,7 @@ def has_content(method: MethodFrame) -> bool:
     return method.name in _CONTENT_METHODS
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Command:
     method: MethodFrame

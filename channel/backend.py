@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from actors.wire import frozen_init
 from channel.framing import Content
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """A routed message: where it was published, its routing keys, its content.
@@ -59,6 +61,7 @@ class Message:
         return self.content.properties() if props is None else props
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Delivery:
     msg_id: Any
@@ -83,6 +86,7 @@ class Got:
 
 # ------------------------------------------------------------------ actions
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Settled:
     """The queue has the publishes with these correlation seqnos (confirm)."""
@@ -91,6 +95,7 @@ class Settled:
     seqnos: tuple[int, ...]
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Rejected:
     """The queue refused these publishes (nack; `partial tx completion` in tx)."""
@@ -100,6 +105,7 @@ class Rejected:
     reason: str = "rejected"
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Deliver:
     queue: str

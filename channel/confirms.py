@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from actors.wire import frozen_init
+
 __all__ = ["Confirm", "Unconfirmed", "coalesce"]
 
 
@@ -57,6 +59,7 @@ class Unconfirmed:
         return len(self.pending)
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Confirm:
     """One frame to write: basic.ack (ack=True) or basic.nack."""

@@ -14,6 +14,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.wire import frozen_init
+
 __all__ = [
     "DEFAULT_CREDIT",
     "FLOW_REPORT_WINDOW_US",
@@ -30,6 +32,7 @@ FLOW_REPORT_WINDOW_US = 1_000_000
 """A process blocked within this many microseconds still reports `flow`."""
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Grant:
     """A grant to send: `to ! {bump_credit, {From, Quantity}}`."""

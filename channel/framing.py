@@ -21,6 +21,8 @@ from typing import Any
 from pamqp import commands, decode, encode
 from pamqp.base import Frame as MethodFrame
 
+from actors.wire import frozen_init
+
 __all__ = [
     "EMPTY_PROPERTIES",
     "FRAME_BODY",
@@ -136,6 +138,7 @@ def _decode_generic(index: int, payload: bytes) -> MethodFrame:
     return method
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class ContentHeader:
     class_id: int
@@ -169,6 +172,7 @@ def decode_properties(properties_bin: bytes) -> commands.Basic.Properties:
     return props
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Content:
     """A message's content as it travels: raw properties and body bytes."""
@@ -189,6 +193,7 @@ class Content:
         return cls(props.marshal(), body)
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Out:
     """A method to send: a pamqp class plus field values (unvalidated)."""

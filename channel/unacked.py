@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from actors.wire import frozen_init
 from channel.errors import AmqpError
 
 __all__ = ["Pending", "Unacked"]
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Pending:
     tag: int

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.wire import frozen_init
+
 __all__ = [
     "CACHE_SEG_TIMEOUT",
     "COMMAND_TIMEOUT",
@@ -58,6 +60,7 @@ class ClientCfg:
     machine_version: int = 7
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class ClientConsumer:
     """``#consumer{}``: what the session must remember about one of its consumers.

@@ -51,6 +51,7 @@ from typing import Any
 
 import actors
 from actors import trace
+from actors.wire import frozen_init
 from fifo import mc
 from fifo.commands import get_msg
 from fifo.delivery import messages_ready
@@ -375,6 +376,7 @@ def _server_state() -> ServerState | None:
 # --- apply -----------------------------------------------------------------------------------
 
 
+@frozen_init
 @dataclass(frozen=True, slots=True)
 class Before:
     """What an apply is compared with: consumers' next msg ids and the dead-letter backlog."""
