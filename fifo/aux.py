@@ -9,7 +9,7 @@ duck-typed: ``ra_aux`` must offer ``machine_state()``, ``last_applied()`` and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from fifo.commands import get_msg, make_requeue
@@ -98,8 +98,12 @@ def do_checkpoints(now: int, check: Checkpoint, ra_aux: Any, bytes_in: int,
                          indexes=min(max(total, CHECK_MIN_INDEXES), CHECK_MAX_INDEXES))
         return new, [("checkpoint", last_applied, snapshot),
                      *_release_cursor(check.smallest_index, new_smallest)]
-    return (replace(check, smallest_index=new_smallest),
-            _release_cursor(check.smallest_index, new_smallest))
+    if new_smallest == check.smallest_index:
+        return check, []  # nothing moved: the same checkpoint, no cursor to release
+    # built field by field: `dataclasses.replace` walks the fields on every call
+    moved = Checkpoint(check.index, check.timestamp, new_smallest, check.messages_total,
+                       check.indexes, check.bytes_in)
+    return moved, _release_cursor(check.smallest_index, new_smallest)
 
 
 def _fetch_bodies(ra_aux: Any, checked: dict[int, Any], msg_ids: Any) -> list[tuple[Any, ...]]:

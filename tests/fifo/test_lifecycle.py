@@ -108,6 +108,24 @@ class TestAux:
         res = d.machine.handle_aux("leader", "cast", "tick", aux, FakeRaAux(d))
         assert res[3] == [("release_cursor", d.index)]
 
+    def test_eval_moves_only_the_smallest_index_and_releases_each_move_once(self) -> None:
+        d = populated()
+        aux = d.machine.init_aux("q1")
+
+        def evaluate() -> list[Any]:
+            return d.machine.handle_aux("follower", "cast", "eval", aux, FakeRaAux(d))[3]
+
+        assert evaluate() == [("release_cursor", 0)]  # the first smallest index seen
+        before = aux.last_checkpoint
+        assert evaluate() == [] and aux.last_checkpoint == before  # nothing moved
+        d.apply(make_settle(2, [0]))
+        assert evaluate() == [("release_cursor", d.index - 1)]
+        after = aux.last_checkpoint
+        assert (after.smallest_index, before.smallest_index) == (d.index, 1)
+        assert (after.index, after.timestamp, after.messages_total, after.indexes,
+                after.bytes_in) == (before.index, before.timestamp, before.messages_total,
+                                    before.indexes, before.bytes_in)
+
     def test_force_checkpoint_carries_an_independent_copy(self) -> None:
         d = populated()
         aux = d.machine.init_aux("q1")
