@@ -216,7 +216,7 @@ class RaServerProc:
         while True:
             self.maybe_finish_deletion()
             evtype, msg = self.events.take()
-            if msg == "pipeline_rpcs" and self.idle_pipeline():
+            if msg == "pipeline_rpcs" and evtype == INFO and self.idle_pipeline():
                 continue  # nothing to hand the core, nothing changed for after_event
             self.handle_event(evtype, msg)
             self.after_event()
