@@ -134,6 +134,9 @@ were within the drift. Two runs then, RabbitMQ in the same runs: 3,233 / 3,231 m
 at 16 B against 6,104 / 5,759 (0.53 / 0.56), 2,784 / 2,904 at 1 KiB against 4,520 /
 5,000 (0.62 / 0.58), window-1 p50 5.52 / 4.96 against 2.57 / 2.20 ms (2.15 / 2.26
 times), consumer 1,856 / 1,741 against 4,414 / 4,266 msg/s.
+A third run, after idle ``pipeline_rpcs`` events were also spared the after-event
+work, shows how far one run can swing: RabbitMQ did 8,401 msg/s at 16 B and 1.73 ms
+at window 1 (its best figures here), warren 3,675 and 5.14 ms: 0.44 and 2.98 times.
 Earlier figures, from the faster machine:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
