@@ -12,7 +12,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from actors.wire import frozen_init
+from actors.wire import wire_record
 
 __all__ = [
     "CallExit",
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-@frozen_init
+@wire_record  # pickled as its constructor call: three times cheaper than the default
 @dataclass(frozen=True, order=True, slots=True)
 class Pid:
     """A process identifier: never reused within one node incarnation."""
@@ -37,12 +37,9 @@ class Pid:
     def __repr__(self) -> str:
         return f"<{self.node}.{self.serial}.{self.creation}>"
 
-    def __reduce__(self) -> tuple[type[Pid], tuple[str, int, int]]:
-        # Three times cheaper to pickle than the dataclass default.
-        return (Pid, (self.node, self.serial, self.creation))
 
 
-@frozen_init
+@wire_record
 @dataclass(frozen=True, order=True, slots=True)
 class Ref:
     """A reference unique per node incarnation (monitors, timers, call tags)."""
@@ -54,8 +51,6 @@ class Ref:
     def __repr__(self) -> str:
         return f"#Ref<{self.node}.{self.n}.{self.creation}>"
 
-    def __reduce__(self) -> tuple[type[Ref], tuple[str, int, int]]:
-        return (Ref, (self.node, self.creation, self.n))
 
 
 def is_clean_reason(reason: Any) -> bool:

@@ -60,6 +60,13 @@ def frozen_init(cls: T) -> T:
     why = _not_plain(cls)
     if why is not None:
         raise TypeError(f"{cls.__name__}: frozen_init {why}")
+    _install_init(cls)
+    return cls
+
+
+def _install_init(cls: type) -> None:
+    """Replace `cls`'s ``__init__`` (which `_not_plain` found plain) with one that
+    stores through the slot descriptors."""
     fields = dataclasses.fields(cls)
     scope: dict[str, Any] = {"__wr_factory": _FACTORY}
     params_src: list[str] = []
@@ -85,7 +92,6 @@ def frozen_init(cls: T) -> T:
     init.__module__ = cls.__module__
     init.__annotations__ = dict(cls.__init__.__annotations__)
     cls.__init__ = init  # type: ignore[misc]
-    return cls
 
 
 class _Factory:
@@ -106,7 +112,7 @@ def wire_record(cls: T) -> T:
     if any(not f.init for f in fields):
         raise TypeError(f"{cls.__name__}: every field must be an __init__ argument")
     if _not_plain(cls) is None:
-        frozen_init(cls)
+        _install_init(cls)
     names = [f.name for f in fields]
     get = operator.attrgetter(*names) if len(names) > 1 else None
 
