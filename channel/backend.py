@@ -47,7 +47,9 @@ class Message:
     ``properties`` is the content's decoded ``Basic.Properties`` when the
     publishing channel already has them (it reads expiration, headers and user_id
     of every publish), so that a queue type reading them again does not decode
-    the same bytes twice; ``None`` means decode ``content`` when needed.
+    the same bytes twice; ``None`` means decode ``content`` when needed. It is
+    read-only: the channel hands the same object to consecutive publishes that
+    carry the same raw properties.
     """
 
     exchange: str

@@ -128,6 +128,8 @@ class ChannelProcess:
         self.consumers: dict[str, tuple[str, ConsumeSpec]] = {}
         self.confirm_enabled = False
         self.publish_seqno = 1
+        #: the last publish's raw properties and their decoding (see `_properties`)
+        self._last_properties: tuple[bytes, Any] | None = None
         self.unconfirmed = Unconfirmed()
         self.confirmed: list[int] = []
         self.rejected: list[int] = []
@@ -534,7 +536,7 @@ class ChannelProcess:
         if x.internal:
             raise AmqpError("ACCESS_REFUSED",
                             f"cannot publish to internal {rs('exchange', xname, self.vhost)}")
-        props = content.properties()
+        props = self._properties(content)
         if props.expiration is not None:
             parse_expiration(props.expiration)
         seqno = None
@@ -565,6 +567,22 @@ class ChannelProcess:
             self.tx.publishes.append((message, queues, m.mandatory, seqno))
             return
         self.deliver(message, queues, m.mandatory, seqno)
+
+    def _properties(self, content: Content) -> Any:
+        """A publish's decoded properties, read-only: shared with the previous publish
+        when its raw properties are the same bytes.
+
+        A publisher nearly always sends the same properties (say ``delivery_mode=2``)
+        with every message; decoding them costs about as much as routing the
+        message. The result goes into `Message.properties`, which nobody changes:
+        code that edits properties decodes its own copy (`Content.properties`)."""
+        raw = content.properties_bin
+        last = self._last_properties
+        if last is not None and last[0] == raw:
+            return last[1]
+        props = content.properties()
+        self._last_properties = (raw, props)
+        return props
 
     def deliver(self, message: Message, queues: list[str], mandatory: bool,
                 seqno: int | None) -> None:

@@ -59,6 +59,31 @@ def test_publish_with_confirms_routes_and_returns_unroutable_mandatory(
     assert q.ready[0].message.content.properties().headers == {"n": 1}
 
 
+def test_each_publish_keeps_its_own_properties_and_a_repeat_is_decoded_once(
+        broker: Broker, conn: pika.BlockingConnection) -> None:
+    def work() -> None:
+        ch = conn.channel()
+        ch.exchange_declare("paint", "headers")
+        for colour in ("red", "blue"):
+            ch.queue_declare(colour)
+            ch.queue_bind(colour, "paint", arguments={"colour": colour})
+        ch.confirm_delivery()
+        for colour in ("red", "red", "blue", "red"):
+            ch.basic_publish("paint", "", colour.encode(),
+                             pika.BasicProperties(delivery_mode=2, headers={"colour": colour}))
+    client(work)
+    red, blue = broker.backend.queue("/", "red"), broker.backend.queue("/", "blue")
+    assert red is not None and blue is not None
+    assert [r.message.content.body for r in red.ready] == [b"red"] * 3
+    assert [r.message.content.body for r in blue.ready] == [b"blue"]
+    props = [r.message.decoded_properties() for r in red.ready]
+    assert [p.headers for p in props] == [{"colour": "red"}] * 3
+    assert blue.ready[0].message.decoded_properties().headers == {"colour": "blue"}
+    # the same raw properties twice in a row: decoded once, shared read-only
+    assert props[0] is props[1]
+    assert props[2] is not props[1]
+
+
 def test_consume_with_manual_ack_redelivers_what_was_not_acked(
         broker: Broker, conn: pika.BlockingConnection) -> None:
     def work() -> list[tuple[bytes, bool]]:
