@@ -53,12 +53,14 @@ def _node_config(args: argparse.Namespace) -> Any:
 
 
 def _node_start(args: argparse.Namespace) -> int:
+    from actors.gc_policy import tune_node_process
     from broker.config import ConfigError
     from broker.node import BrokerNode
 
     try:
         cfg = _node_config(args)
-    except ConfigError as exc:
+        tune_node_process()
+    except (ConfigError, ValueError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return EX_CONFIG
     from transports.zmq import node_process_io

@@ -166,12 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     from gevent import signal_handler
     from gevent.event import Event
 
+    from actors.gc_policy import tune_node_process
     from actors.node import Node
     from transports.tick import TickConfig
     from transports.zmq import DEFAULT_NET_SETUPTIME, ZmqTransport, node_process_io
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(name)s %(levelname)s %(message)s")
+    try:
+        tune_node_process()
+    except ValueError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
     tick = TickConfig(args.net_ticktime) if args.net_ticktime else TickConfig()
     transport = ZmqTransport(tick=tick, net_setuptime=args.net_setuptime or DEFAULT_NET_SETUPTIME,
                              io=node_process_io())

@@ -71,6 +71,21 @@ def test_bad_config_is_refused_before_starting(tmp_path: Path) -> None:
         stop_all([b])
 
 
+def test_unreadable_gc_thresholds_are_refused_before_starting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WARREN_GC_THRESHOLDS", "often")
+    b = plan(1, tmp_path)[0]
+    launch(b, ["--name", b.name, "--amqp-port", str(b.amqp_port)])
+    assert b.proc is not None
+    try:
+        assert b.proc.wait(30) == 78
+        log = Path(b.proc.log_path).read_text()  # type: ignore[attr-defined]
+        assert ("Error: WARREN_GC_THRESHOLDS='often': expected three non-negative integers, "
+                "such as 5000,10,100") in log
+    finally:
+        stop_all([b])
+
+
 def test_unknown_config_keys_are_named(tmp_path: Path) -> None:
     from broker.config import ConfigError, load
 

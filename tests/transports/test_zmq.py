@@ -8,6 +8,7 @@ shipped there by remote spawn. Every child is killed in a fixture's
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import pickle
@@ -26,6 +27,7 @@ import zmq
 import zmq.green as zmq_green
 
 from actors import Node, Pid, api
+from actors.gc_policy import NODE_THRESHOLDS
 from transports import handshake as hs
 from transports.cookie import CookieError, load_cookie
 from transports.faults import FaultRules
@@ -461,6 +463,13 @@ def test_paused_node_holds_frames_and_stops_ticking(cluster: Cluster) -> None:
 
 
 # ---------------------------------------------------------- remote spawn
+
+
+def test_a_node_process_collects_cycles_with_the_node_thresholds(cluster: Cluster) -> None:
+    a = cluster.local()
+    b = cluster.child()
+    with a.attached():
+        assert rpc(b.name, gc.get_threshold) == NODE_THRESHOLDS
 
 
 def test_remote_spawn_link_monitor_with_closures(cluster: Cluster) -> None:
