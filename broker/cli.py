@@ -59,8 +59,12 @@ def _node_start(args: argparse.Namespace) -> int:
 
     try:
         cfg = _node_config(args)
+    except ConfigError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    try:
         tune_node_process()
-    except (ConfigError, ValueError) as exc:
+    except ValueError as exc:  # WARREN_GC_THRESHOLDS unreadable: named in the text
         print(f"Error: {exc}", file=sys.stderr)
         return EX_CONFIG
     from transports.zmq import node_process_io
