@@ -38,7 +38,6 @@ class Pid:
         return f"<{self.node}.{self.serial}.{self.creation}>"
 
 
-
 @wire_record
 @dataclass(frozen=True, order=True, slots=True)
 class Ref:
@@ -50,7 +49,6 @@ class Ref:
 
     def __repr__(self) -> str:
         return f"#Ref<{self.node}.{self.n}.{self.creation}>"
-
 
 
 def is_clean_reason(reason: Any) -> bool:
