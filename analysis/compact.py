@@ -10,8 +10,10 @@ share of one table, not by the whole run.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from analysis import schema
+from analysis.model import EXIT_BAD_INPUT
 
 log = logging.getLogger("warren.analysis")
 
@@ -118,21 +121,43 @@ def _write(out: Path, table: str, batches: list[pa.RecordBatch], stats: CompactS
                 k += 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m analysis.compact RUN_DIR`: compact one run, print what was written."""
-    import argparse
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `history compact` on the `warren` command's subparsers.
 
-    parser = argparse.ArgumentParser(prog="python -m analysis.compact")
-    parser.add_argument("run_dir")
-    args = parser.parse_args(argv)
+    Scenario runs and `warren analyze` compact on their own; the command is for a run
+    recorded elsewhere (a user's own cluster, a `warren_cluster` test kept with
+    ``--warren-no-analysis``) whose Parquet history is wanted without analysing it."""
+    history = subparsers.add_parser("history", help="recorded run histories")
+    sub = history.add_subparsers(dest="history_command", required=True)
+    p = sub.add_parser("compact", help="rewrite a run's raw segments as its Parquet history",
+                       description="Rewrite RUN_DIR/raw (Arrow IPC segments) into "
+                       "RUN_DIR/history (Parquet), replacing an earlier history. Exit 0 "
+                       "when written, 4 when RUN_DIR has no raw segments or holds a "
+                       "segment of an unknown schema version.")
+    p.add_argument("run_dir", help="run directory holding raw/")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compact one run and print what was written; bad input exits 4 with the reason."""
     try:
         stats = compact(args.run_dir)
-    except FileNotFoundError as exc:
-        print(f"compact: {exc}")
-        return 4
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"warren history compact: bad input: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(f"{stats.segments} segments -> {len(stats.files)} files, rows {stats.rows}"
           + (f", {len(stats.truncated)} truncated" if stats.truncated else ""))
+    for path in stats.truncated:
+        print(f"  truncated (kept up to its last complete batch): {path}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m analysis.compact RUN_DIR`: the same as `warren history compact RUN_DIR`."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.compact")
+    parser.add_argument("run_dir")
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -135,11 +135,12 @@ def main(argv: list[str] | None = None) -> int:
 
     ctl.add_parser(sub)
     from analysis import cli as analysis_cli
-    from analysis import jvm_archive
+    from analysis import compact, jvm_archive
     from harness import cli as harness_cli
 
     harness_cli.add_parser(sub)
     analysis_cli.add_parser(sub)
+    compact.add_parser(sub)
     jvm_archive.add_parser(sub)
 
     try:

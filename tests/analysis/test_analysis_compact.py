@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
@@ -91,3 +93,42 @@ def test_footers_answer_what_spark_would(tmp_path: Path, spark: SparkSession) ->
     h = load.load(spark, tmp_path)
     assert h.footer_ts_max == h.footer_ts_min == {"client_ops": None}
     assert (h.run_end_ns, h.first_ts_ns("client_ops")) == (30, 7)
+
+
+def test_warren_history_compact_writes_the_dataset(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from broker.cli import main
+
+    record(tmp_path, "n1", [2, 1])
+    record(tmp_path, "n2", [3])
+    assert main(["history", "compact", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 segments -> 2 files, rows {'client_ops': 3}" in out
+    table = ds.dataset(tmp_path / "history" / "client_ops", partitioning="hive").to_table()
+    assert sorted(table["ts_ns"].to_pylist()) == [1, 2, 3]
+
+
+def test_warren_history_compact_refuses_a_run_without_segments(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from broker.cli import main
+
+    assert main(["history", "compact", str(tmp_path)]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("warren history compact: bad input: ")
+    assert str(tmp_path / "raw") in err
+    assert not (tmp_path / "history").exists()
+
+
+def test_warren_history_compact_refuses_an_unknown_schema_version(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from broker.cli import main
+
+    target = schema.schema_of("client_ops")
+    meta = {schema.SCHEMA_VERSION_KEY: b"99.0"}
+    seg = tmp_path / "raw" / "client_ops" / "n1" / "p-0.arrows"
+    seg.parent.mkdir(parents=True)
+    with pa.OSFile(str(seg), "wb") as sink, \
+            ipc.new_stream(sink, target.with_metadata(meta)) as writer:
+        writer.write_table(target.empty_table())
+    assert main(["history", "compact", str(tmp_path)]) == 4
+    assert "unsupported history schema version 99.0" in capsys.readouterr().err
