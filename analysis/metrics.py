@@ -21,10 +21,9 @@ from analysis import model
 from analysis.checks.common import ORDER, deliveries, rare_replica_rows
 from analysis.checks.flow import blocked_intervals
 from analysis.load import History
-from analysis.model import Params
+from analysis.model import BROKER_OPS, OPS, Params
 
 RAW_POINTS = 100_000
-OPS = ("publish", "confirm", "deliver", "ack")
 SERIES = ("publish_confirm", "publish_deliver", "end_to_end", "deliver_ack")
 
 
@@ -32,6 +31,10 @@ SERIES = ("publish_confirm", "publish_deliver", "end_to_end", "deliver_ack")
 class Metrics:
     t0_ns: int
     rate: dict[str, dict[int, int]] = field(default_factory=dict)  # op -> second -> count
+    #: (op, queue) -> second -> count, from `client_ops`
+    rate_by_queue: dict[tuple[str, str | None], dict[int, int]] = field(default_factory=dict)
+    #: (channel event kind, broker node) -> second -> count, from `channel_events`
+    rate_by_node: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
     hist: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)
     hist_by_second: dict[tuple[str, int], dict[int, int]] = field(default_factory=dict)
     max_ns: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -96,9 +99,16 @@ def compute(h: History, p: Params) -> Metrics:
     t0 = h.first_ts_ns("client_ops")
     m = Metrics(t0_ns=t0, windows=h.windows)
     sec = F.floor((F.col("ts_ns") - F.lit(t0)) / F.lit(p.bucket_ns)).cast("long")
-    for r in (ops.where(F.col("kind").isin(*OPS)).groupBy("kind", sec.alias("s")).count()
-              .collect()):
-        m.rate.setdefault(r["kind"], {})[int(r["s"])] = int(r["count"])
+    for r in (ops.where(F.col("kind").isin(*OPS)).groupBy("kind", sec.alias("s"), "queue")
+              .count().collect()):
+        op, s, n = r["kind"], int(r["s"]), int(r["count"])
+        total = m.rate.setdefault(op, {})
+        total[s] = total.get(s, 0) + n
+        m.rate_by_queue.setdefault((op, r["queue"]), {})[s] = n
+    if h.has("channel_events"):
+        for r in (h["channel_events"].where(F.col("kind").isin(*BROKER_OPS))
+                  .groupBy("kind", sec.alias("s"), "node").count().collect()):
+            m.rate_by_node.setdefault((r["kind"], r["node"]), {})[int(r["s"])] = int(r["count"])
     lat = latency_samples(h, p).withColumn("label", fault_label(h.windows, F.col("start"))) \
         .withColumn("b", log_bucket_col(F.col("lat"))).cache()
     n = _histograms(m, lat, p)
@@ -157,6 +167,21 @@ def _quantile(values: list[int], q: float) -> float:
     return float(ordered[max(0, math.ceil(q * len(ordered)) - 1)])
 
 
+def _per_queue(m: Metrics, outside_faults: Any) -> dict[str, dict[str, Any]]:
+    """Per queue (``(none)``: rows without one): totals per op and, for a queue that had
+    confirms, confirms/s outside fault windows."""
+    out: dict[str, dict[str, Any]] = {}
+    for queue in sorted({q for _, q in m.rate_by_queue}, key=lambda q: (q is None, q or "")):
+        entry: dict[str, Any] = {op: sum(m.rate_by_queue[(op, queue)].values())
+                                 for op in OPS if (op, queue) in m.rate_by_queue}
+        if ("confirm", queue) in m.rate_by_queue:
+            rates = outside_faults(m.rate_by_queue[("confirm", queue)])
+            entry["confirms_per_s_outside_faults"] = {"median": _quantile(rates, 0.5),
+                                                      "p5": _quantile(rates, 0.05)}
+        out["(none)" if queue is None else queue] = entry
+    return out
+
+
 def summarize(m: Metrics, p: Params) -> dict[str, Any]:
     """The metrics part of summary.json (plain numbers, milliseconds and per-second)."""
     bucket_s = p.bucket_ns / 1e9
@@ -168,8 +193,12 @@ def summarize(m: Metrics, p: Params) -> dict[str, Any]:
 
     confirms = m.rate.get("confirm", {})
     last = max((s for series in m.rate.values() for s in series), default=-1)
-    per_sec = [confirms.get(s, 0) for s in range(last + 1)]
-    outside = [n for s, n in enumerate(per_sec) if not inside(s)]
+
+    def outside_faults(per_second: dict[int, int]) -> list[int]:
+        """Counts of the buckets from the first to the last, those in no fault window."""
+        return [per_second.get(s, 0) for s in range(last + 1) if not inside(s)]
+
+    outside = outside_faults(confirms)
     latency: dict[str, Any] = {}
     for series in SERIES:
         labels = sorted({lab for (s, lab) in m.hist if s == series})
@@ -211,6 +240,10 @@ def summarize(m: Metrics, p: Params) -> dict[str, Any]:
             "totals": {op: sum(v.values()) for op, v in m.rate.items()},
             "confirms_per_s_outside_faults": {"median": _quantile(outside, 0.5),
                                               "p5": _quantile(outside, 0.05)},
+            "per_queue": _per_queue(m, outside_faults),
+            "per_node": {node: {kind: sum(v.values()) for (kind, n), v in
+                                sorted(m.rate_by_node.items()) if n == node}
+                         for node in sorted({n for _, n in m.rate_by_node})},
         },
         "latency_ms": latency,
         "availability": availability,

@@ -18,6 +18,11 @@ PASS, FAIL, UNKNOWN, SKIPPED = "pass", "fail", "unknown", "skipped"
 EXIT_PASS, EXIT_FAIL, EXIT_UNKNOWN, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2, 3, 4
 NS = 1_000_000_000
 LOG_BASE = math.log(1.01)
+#: the client operations whose throughput is counted (spec 4.8)
+OPS = ("publish", "confirm", "deliver", "ack")
+#: the broker side of the same four, from `channel_events`: per node, the node whose
+#: channel handled them (a client's own `node` is the client)
+BROKER_OPS = ("publish_in", "confirm_out", "deliver_out", "settle_in")
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99, 0.999)
 
 VIOLATION_FIELDS: list[tuple[str, pa.DataType]] = [

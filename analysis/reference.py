@@ -779,6 +779,25 @@ def latency_histograms(h: RefHistory, p: Params) -> dict[tuple[str, str], dict[i
     return {k: dict(v) for k, v in out.items()}
 
 
+
+def throughput(h: RefHistory, p: Params) -> tuple[dict[tuple[str, str | None], dict[int, int]],
+                                                  dict[tuple[str, str], dict[int, int]]]:
+    """Counts per bucket by (op, queue) from `client_ops` and by (channel event kind,
+    node) from `channel_events`, as `analysis.metrics` computes them (buckets counted
+    from the first client operation)."""
+    ops = h.rows("client_ops")
+    t0 = min((r["ts_ns"] for r in ops), default=0)
+    by_queue: dict[tuple[str, str | None], dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for r in ops:
+        if r["kind"] in model.OPS:
+            by_queue[(r["kind"], r["queue"])][(r["ts_ns"] - t0) // p.bucket_ns] += 1
+    by_node: dict[tuple[str, str], dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for r in h.rows("channel_events"):
+        if r["kind"] in model.BROKER_OPS:
+            by_node[(r["kind"], r["node"])][(r["ts_ns"] - t0) // p.bucket_ns] += 1
+    return ({k: dict(v) for k, v in by_queue.items()}, {k: dict(v) for k, v in by_node.items()})
+
+
 ALL = {
     "total_queue": total_queue,
     "ordering_channel_fifo": ordering_channel_fifo,

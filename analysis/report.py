@@ -20,7 +20,8 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
 from analysis import model
-from analysis.metrics import OPS, Metrics
+from analysis.metrics import Metrics
+from analysis.model import OPS
 
 PLOTS = ("rate.png", "latency-raw.png", "latency-quantiles.png", "flow.png", "cpu.png")
 COLOURS = ("#f4a582", "#92c5de", "#b8e186", "#fdb863", "#c2a5cf", "#d9d9d9")
@@ -59,17 +60,44 @@ def _finish(fig: Any, ax: Axes, m: Metrics, path: Path, title: str, ylabel: str,
     return path
 
 
+def _line(ax: Axes, series: dict[int, int], bucket_s: float, label: str) -> None:
+    xs = sorted(series)
+    ax.plot([x * bucket_s for x in xs], [series[x] / bucket_s for x in xs], label=label,
+            marker=".", markersize=3)
+
+
+def _rates(m: Metrics, path: Path, bucket_s: float) -> Path:
+    """rate.png: the four client operations in all; below, confirms per queue when there
+    are several queues, and confirms sent per broker node when channels recorded them."""
+    queues = sorted({q for op, q in m.rate_by_queue if op == "confirm"}, key=str)
+    nodes = sorted({n for kind, n in m.rate_by_node if kind == "confirm_out"})
+    panels = 1 + (len(queues) > 1) + bool(nodes)
+    fig, axes = plt.subplots(panels, 1, figsize=(9, 3.5 * panels), sharex=True, squeeze=False)
+    top, rest = axes[0][0], [row[0] for row in axes[1:]]
+    for op in OPS:
+        _line(top, m.rate.get(op, {}), bucket_s, op)
+    if len(queues) > 1:
+        ax = rest.pop(0)
+        for q in queues:
+            _line(ax, m.rate_by_queue[("confirm", q)], bucket_s, str(q))
+        ax.set_ylabel("confirms/s")
+        ax.set_title("confirms per queue")
+        _decorate(ax, m)
+    if nodes:
+        ax = rest.pop(0)
+        for n in nodes:
+            _line(ax, m.rate_by_node[("confirm_out", n)], bucket_s, n)
+        ax.set_ylabel("confirms/s")
+        ax.set_title("confirms sent per broker node")
+        _decorate(ax, m)
+    return _finish(fig, top, m, path, "throughput", "ops/s")
+
+
 def plot_all(m: Metrics, out: Path, bucket_s: float) -> list[Path]:
     """Write the five PNGs into `out`; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    fig, ax = plt.subplots(figsize=(9, 3.5))
-    for op in OPS:
-        series = m.rate.get(op, {})
-        xs = sorted(series)
-        ax.plot([x * bucket_s for x in xs], [series[x] / bucket_s for x in xs], label=op,
-                marker=".")
-    paths.append(_finish(fig, ax, m, out / "rate.png", "throughput", "ops/s"))
+    paths.append(_rates(m, out / "rate.png", bucket_s))
 
     fig, ax = plt.subplots(figsize=(9, 3.5))
     for series in sorted({s for s, _, _ in m.raw}):

@@ -77,6 +77,7 @@ def test_spark_equals_reference_and_reports_injected_anomalies(
     assert truth.get("not_running", set()) <= crashed
     m = metrics.compute(h, Params())
     assert m.hist == reference.latency_histograms(ref_h, Params())
+    assert (m.rate_by_queue, m.rate_by_node) == reference.throughput(ref_h, Params())
     h.unpersist()
 
 

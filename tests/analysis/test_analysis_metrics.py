@@ -1,13 +1,16 @@
 """The latency figures of `analysis.metrics` come from one aggregation: histograms per
 series and fault label, the maximum of each, the end-to-end histogram of every second,
-and the number of samples must be what each figure means on its own."""
+and the number of samples must be what each figure means on its own. Throughput is
+counted per bucket in all, per queue (client side) and per broker node (the channels'
+side), the same in Spark as in the reference checker."""
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from analysis import metrics
+from analysis import load, metrics, model, reference
 from analysis.model import Params
+from tests.analysis.conftest import arrow_tables
 
 SEC = Params().bucket_ns
 T0 = 1_000 * SEC
@@ -33,3 +36,66 @@ def test_histograms_maxima_and_seconds_from_one_aggregation(spark: SparkSession)
                         ("publish_confirm", "outside"): 34}
     # per second only for end_to_end, over all labels
     assert m.hist_by_second == {("end_to_end", 0): {3: 1}, ("end_to_end", 1): {3: 2, 5: 1}}
+
+
+def _op(kind: str, queue: str | None, ts: int, msg: int) -> dict[str, object]:
+    return {"run_id": "r", "node": "client-1", "emitter": "c", "seq": msg * 10 + len(kind),
+            "ts_ns": ts, "wall_ns": ts, "kind": kind, "queue": queue, "msg_id": msg,
+            "conn_id": "p", "channel_id": 1}
+
+
+def _ch(kind: str, node: str, ts: int, msg: int) -> dict[str, object]:
+    return {"run_id": "r", "node": node, "emitter": f"ch-{node}", "seq": msg * 10 + len(kind),
+            "ts_ns": ts, "wall_ns": ts, "kind": kind, "queue": "qa", "msg_id": msg,
+            "conn_id": "p", "channel_id": 1}
+
+
+THROUGHPUT_TABLES = {
+    "client_ops": [
+        _op("publish", "qa", T0, 1), _op("confirm", "qa", T0 + 5, 1),
+        _op("publish", "qb", T0 + 10, 2), _op("confirm", "qb", T0 + SEC + 1, 2),
+        _op("publish", "qa", T0 + SEC + 2, 3), _op("confirm", "qa", T0 + 2 * SEC + 3, 3),
+        _op("publish", None, T0 + 2 * SEC + 4, 4),  # a publish the harness could not route
+        _op("consume_ok", "qa", T0 + 6, 0),  # not a counted operation
+    ],
+    "channel_events": [
+        _ch("publish_in", "n1", T0 + 1, 1), _ch("confirm_out", "n1", T0 + 4, 1),
+        _ch("publish_in", "n2", T0 + 11, 2), _ch("confirm_out", "n2", T0 + SEC, 2),
+        _ch("publish_in", "n1", T0 + SEC + 3, 3), _ch("confirm_out", "n1", T0 + 2 * SEC + 2, 3),
+        _ch("enqueue_sent", "n1", T0 + 2, 1),  # not a counted operation
+    ],
+}
+
+
+def test_throughput_per_queue_and_per_broker_node(spark: SparkSession) -> None:
+    h = load.from_arrow(spark, arrow_tables(THROUGHPUT_TABLES))
+    m = metrics.compute(h, Params())
+    assert m.rate == {"publish": {0: 2, 1: 1, 2: 1}, "confirm": {0: 1, 1: 1, 2: 1}}
+    assert m.rate_by_queue == {
+        ("publish", "qa"): {0: 1, 1: 1}, ("publish", "qb"): {0: 1}, ("publish", None): {2: 1},
+        ("confirm", "qa"): {0: 1, 2: 1}, ("confirm", "qb"): {1: 1}}
+    assert m.rate_by_node == {
+        ("publish_in", "n1"): {0: 1, 1: 1}, ("confirm_out", "n1"): {0: 1, 2: 1},
+        ("publish_in", "n2"): {0: 1}, ("confirm_out", "n2"): {1: 1}}
+    assert (m.rate_by_queue, m.rate_by_node) == reference.throughput(
+        reference.RefHistory.from_rows(THROUGHPUT_TABLES), Params())
+    out = m.summary["throughput"]
+    assert out["per_node"] == {"n1": {"confirm_out": 2, "publish_in": 2},
+                               "n2": {"confirm_out": 1, "publish_in": 1}}
+    assert out["per_queue"]["qa"] == {
+        "publish": 2, "confirm": 2,
+        "confirms_per_s_outside_faults": {"median": 1.0, "p5": 0.0}}
+    assert out["per_queue"]["(none)"]["publish"] == 1
+    h.unpersist()
+
+
+def test_per_queue_confirm_rates_leave_out_fault_windows() -> None:
+    m = metrics.Metrics(t0_ns=T0, windows=[model.FaultWindow("kill", T0 + SEC, T0 + SEC + 1,
+                                                              False)])
+    m.rate = {"confirm": {0: 4, 1: 9, 2: 6}}
+    m.rate_by_queue = {("confirm", "qa"): {0: 3, 1: 9, 2: 6}, ("confirm", "qb"): {0: 1}}
+    per_queue = metrics.summarize(m, Params())["throughput"]["per_queue"]
+    # second 1 is inside the kill window: qa's rates outside are 3 and 6, qb's 1 and 0
+    assert per_queue["qa"]["confirms_per_s_outside_faults"] == {"median": 3.0, "p5": 3.0}
+    assert per_queue["qb"]["confirms_per_s_outside_faults"] == {"median": 0.0, "p5": 0.0}
+    assert per_queue["qa"]["confirm"] == 18
