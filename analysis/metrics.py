@@ -41,6 +41,7 @@ class Metrics:
     raw: list[tuple[str, float, float]] = field(default_factory=list)  # series, s, ms
     blocked: list[tuple[str, float, float, bool]] = field(default_factory=list)
     cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    rss: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (s, MiB)
     restarts: list[dict[str, Any]] = field(default_factory=list)
     leader_changes: list[tuple[str, float]] = field(default_factory=list)
     windows: list[model.FaultWindow] = field(default_factory=list)
@@ -124,9 +125,13 @@ def compute(h: History, p: Params) -> Metrics:
         cpu = F.col("cpu_user_s") + F.col("cpu_sys_s")
         dt = (F.col("ts_ns") - F.lag("ts_ns").over(w)) / F.lit(1e9)
         util = F.when(dt > 0, (cpu - F.lag(cpu).over(w)) / dt)
-        for r in (h["samples"].select("node", "ts_ns", util.alias("u"))
-                  .where(F.col("u").isNotNull()).orderBy("ts_ns").collect()):
-            m.cpu.setdefault(r["node"], []).append(((r["ts_ns"] - t0) / 1e9, float(r["u"])))
+        for r in (h["samples"].select("node", "ts_ns", util.alias("u"), "rss_bytes")
+                  .orderBy("ts_ns").collect()):
+            t = (r["ts_ns"] - t0) / 1e9
+            if r["u"] is not None:
+                m.cpu.setdefault(r["node"], []).append((t, float(r["u"])))
+            if r["rss_bytes"] is not None:
+                m.rss.setdefault(r["node"], []).append((t, r["rss_bytes"] / 2**20))
     if h.has("supervision_events"):
         m.restarts = [r.asDict() for r in h["supervision_events"]
                       .where(F.col("kind").isin("crashed", "restarted", "intensity_exceeded"))
@@ -158,6 +163,10 @@ def _histograms(m: Metrics, lat: DataFrame, p: Params) -> int:
             per_sec[b] = per_sec.get(b, 0) + count
         n += count
     return n
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def _quantile(values: list[int], q: float) -> float:
@@ -250,6 +259,11 @@ def summarize(m: Metrics, p: Params) -> dict[str, Any]:
         "flow": flow,
         "supervision": m.restarts,
         "leader_changes": len(m.leader_changes),
+        "processes": {node: {"cpu_mean": _mean([u for _, u in m.cpu.get(node, [])]),
+                             "cpu_max": max((u for _, u in m.cpu.get(node, [])), default=None),
+                             "rss_mib_max": max((r for _, r in m.rss.get(node, [])),
+                                                default=None)}
+                      for node in sorted({*m.cpu, *m.rss})},
         "faults": [{"fault": w.fault, "start_s": (w.start_ns - m.t0_ns) / 1e9,
                     "stop_s": (w.stop_ns - m.t0_ns) / 1e9, "closed_at_end": w.closed_at_end}
                    for w in m.windows],

@@ -93,6 +93,23 @@ def _rates(m: Metrics, path: Path, bucket_s: float) -> Path:
     return _finish(fig, top, m, path, "throughput", "ops/s")
 
 
+def _resources(m: Metrics, path: Path) -> Path:
+    """cpu.png: CPU per process and, below it when sampled, resident memory."""
+    fig, axes = plt.subplots(1 + bool(m.rss), 1, figsize=(9, 3.5 * (1 + bool(m.rss))),
+                             sharex=True, squeeze=False)
+    top = axes[0][0]
+    for node, pts in sorted(m.cpu.items()):
+        top.plot([p[0] for p in pts], [p[1] * 100 for p in pts], label=node)
+    if m.rss:
+        ax = axes[1][0]
+        for node, pts in sorted(m.rss.items()):
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=node)
+        ax.set_ylabel("RSS (MiB)")
+        ax.set_title("resident memory per process")
+        _decorate(ax, m)
+    return _finish(fig, top, m, path, "CPU per process", "CPU %")
+
+
 def plot_all(m: Metrics, out: Path, bucket_s: float) -> list[Path]:
     """Write the five PNGs into `out`; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -123,10 +140,7 @@ def plot_all(m: Metrics, out: Path, bucket_s: float) -> list[Path]:
     ax.step(range(last), counts, where="post", label="blocked entities")
     paths.append(_finish(fig, ax, m, out / "flow.png", "credit flow", "blocked"))
 
-    fig, ax = plt.subplots(figsize=(9, 3.5))
-    for node, pts in sorted(m.cpu.items()):
-        ax.plot([p[0] for p in pts], [p[1] * 100 for p in pts], label=node)
-    paths.append(_finish(fig, ax, m, out / "cpu.png", "CPU per process", "CPU %"))
+    paths.append(_resources(m, out / "cpu.png"))
     return paths
 
 

@@ -99,3 +99,24 @@ def test_per_queue_confirm_rates_leave_out_fault_windows() -> None:
     assert per_queue["qa"]["confirms_per_s_outside_faults"] == {"median": 3.0, "p5": 3.0}
     assert per_queue["qb"]["confirms_per_s_outside_faults"] == {"median": 0.0, "p5": 0.0}
     assert per_queue["qa"]["confirm"] == 18
+
+
+def _sample(node: str, k: int, cpu_s: float, rss_mib: int) -> dict[str, object]:
+    return {"run_id": "r", "node": node, "emitter": f"{node}/sampler", "seq": k,
+            "ts_ns": T0 + k * SEC, "wall_ns": T0 + k * SEC, "kind": "sample",
+            "cpu_user_s": cpu_s * 0.75, "cpu_sys_s": cpu_s * 0.25, "rss_bytes": rss_mib << 20}
+
+
+def test_cpu_and_resident_memory_per_process(spark: SparkSession) -> None:
+    tables = {"client_ops": [_op("publish", "qa", T0, 1)],
+              "samples": [_sample("n1", 0, 0.0, 100), _sample("n1", 1, 0.5, 120),
+                          _sample("n1", 2, 1.5, 110), _sample("n2", 1, 2.0, 64)]}
+    h = load.from_arrow(spark, arrow_tables(tables))
+    m = metrics.compute(h, Params())
+    # utilisation is the CPU seconds used per second since the previous sample
+    assert m.cpu == {"n1": [(1.0, 0.5), (2.0, 1.0)]}
+    assert m.rss == {"n1": [(0.0, 100.0), (1.0, 120.0), (2.0, 110.0)], "n2": [(1.0, 64.0)]}
+    assert m.summary["processes"] == {
+        "n1": {"cpu_mean": 0.75, "cpu_max": 1.0, "rss_mib_max": 120.0},
+        "n2": {"cpu_mean": None, "cpu_max": None, "rss_mib_max": 64.0}}
+    h.unpersist()
