@@ -44,6 +44,9 @@ class Metrics:
     rss: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (s, MiB)
     restarts: list[dict[str, Any]] = field(default_factory=list)
     leader_changes: list[tuple[str, float]] = field(default_factory=list)
+    #: `commit` or `local_delivery_lag:<sender role>` -> {log bucket: count}, and maxima
+    replication: dict[str, dict[int, int]] = field(default_factory=dict)
+    replication_max_ns: dict[str, int] = field(default_factory=dict)
     windows: list[model.FaultWindow] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
 
@@ -80,6 +83,40 @@ def latency_samples(h: History, p: Params) -> DataFrame:
     for part in parts[1:]:
         out = out.unionByName(part)
     return out.where(F.col("lat").isNotNull() & (F.col("lat") >= 0))
+
+
+def replication_samples(h: History) -> DataFrame:
+    """(series, lat) for the replication latencies of spec 4.4 and 4.8, measured from
+    the leader's `applied` row of an index (the first, should it have applied twice):
+
+    * ``commit``: a message's first `enqueue_sent` (`channel_events`) to the leader
+      applying its enqueue in that queue;
+    * ``local_delivery_lag:<role>``: each `local_delivery` to the leader applying the
+      index whose decision it carries out, by the role of the sending server.
+
+    Negative differences (a sender's row recorded before the leader's) are left out,
+    as for the client latencies."""
+    rep = h["replica_events"]
+    kind = F.col("kind")
+    lead = (rep.where((kind == "applied") & (F.col("role") == "leader"))
+            .groupBy("queue", "raft_index")
+            .agg(F.min("ts_ns").alias("lead_ts"),
+                 F.min(F.when(F.col("cmd_type") == "enqueue", F.col("msg_id"))).alias("enq")))
+    lag = (rep.where((kind == "local_delivery") & F.col("raft_index").isNotNull())
+           .join(lead, ["queue", "raft_index"])
+           .select(F.concat(F.lit("local_delivery_lag:"), F.coalesce("role", F.lit("unknown")))
+                   .alias("series"), (F.col("ts_ns") - F.col("lead_ts")).alias("lat")))
+    if h.has("channel_events"):
+        sent = (h["channel_events"].where(F.col("kind") == "enqueue_sent")
+                .groupBy("queue", "msg_id").agg(F.min("ts_ns").alias("sent_ts")))
+        applied = (lead.where(F.col("enq").isNotNull())
+                   .groupBy("queue", F.col("enq").alias("msg_id"))
+                   .agg(F.min("lead_ts").alias("lead_ts")))
+        commit = (sent.join(applied, ["queue", "msg_id"])
+                  .select(F.lit("commit").alias("series"),
+                          (F.col("lead_ts") - F.col("sent_ts")).alias("lat")))
+        lag = lag.unionByName(commit)
+    return lag.where(F.col("lat") >= 0)
 
 
 def log_bucket_col(lat: Column) -> Column:
@@ -137,6 +174,11 @@ def compute(h: History, p: Params) -> Metrics:
                       .where(F.col("kind").isin("crashed", "restarted", "intensity_exceeded"))
                       .groupBy("actor_class", "kind", "reason").count().collect()]
     if h.has("replica_events"):
+        for r in (replication_samples(h).groupBy("series", log_bucket_col(F.col("lat")).alias("b"))
+                  .agg(F.count("*").alias("n"), F.max("lat").alias("mx")).collect()):
+            m.replication.setdefault(r["series"], {})[int(r["b"])] = int(r["n"])
+            m.replication_max_ns[r["series"]] = max(m.replication_max_ns.get(r["series"], 0),
+                                                    int(r["mx"]))
         m.leader_changes = [(r["queue"], (r["ts_ns"] - t0) / 1e9) for r in rare_replica_rows(h)
                             .where(F.col("kind") == "leader_elected")
                             .select("queue", "ts_ns").collect()]
@@ -163,6 +205,19 @@ def _histograms(m: Metrics, lat: DataFrame, p: Params) -> int:
             per_sec[b] = per_sec.get(b, 0) + count
         n += count
     return n
+
+
+def _replication(m: Metrics) -> dict[str, Any]:
+    """Commit latency and local-delivery lag per sender role, in ms."""
+    out: dict[str, Any] = {}
+    for series, hist in sorted(m.replication.items()):
+        entry = {**model.percentiles(hist), "count": sum(hist.values()),
+                 "max": m.replication_max_ns[series] / 1e6}
+        if series == "commit":
+            out["commit_latency"] = entry
+        else:
+            out.setdefault("local_delivery_lag", {})[series.split(":", 1)[1]] = entry
+    return out
 
 
 def _mean(values: list[float]) -> float | None:
@@ -259,6 +314,7 @@ def summarize(m: Metrics, p: Params) -> dict[str, Any]:
         "flow": flow,
         "supervision": m.restarts,
         "leader_changes": len(m.leader_changes),
+        "replication_ms": _replication(m),
         "processes": {node: {"cpu_mean": _mean([u for _, u in m.cpu.get(node, [])]),
                              "cpu_max": max((u for _, u in m.cpu.get(node, [])), default=None),
                              "rss_mib_max": max((r for _, r in m.rss.get(node, [])),

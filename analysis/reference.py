@@ -798,6 +798,40 @@ def throughput(h: RefHistory, p: Params) -> tuple[dict[tuple[str, str | None], d
     return ({k: dict(v) for k, v in by_queue.items()}, {k: dict(v) for k, v in by_node.items()})
 
 
+
+def replication_histograms(h: RefHistory) -> dict[str, dict[int, int]]:
+    """Commit latency and local-delivery lag histograms, as `analysis.metrics` computes
+    them (`replication_samples`)."""
+    lead: dict[tuple[str, int], int] = {}
+    enq: dict[tuple[str, int], int] = {}
+    for r in h.rows("replica_events", "applied"):
+        if r["role"] != "leader":
+            continue
+        key = (r["queue"], r["raft_index"])
+        lead[key] = min(lead.get(key, BIG), r["ts_ns"])
+        if r["cmd_type"] == "enqueue" and r["msg_id"] is not None:
+            enq[key] = min(enq.get(key, BIG), r["msg_id"])
+    samples: list[tuple[str, int]] = []
+    for r in h.rows("replica_events", "local_delivery"):
+        key = (r["queue"], r["raft_index"])
+        if r["raft_index"] is not None and key in lead:
+            samples.append((f"local_delivery_lag:{r['role'] or 'unknown'}",
+                            r["ts_ns"] - lead[key]))
+    applied: dict[tuple[str, int], int] = {}
+    for (queue, idx), m in enq.items():
+        applied[(queue, m)] = min(applied.get((queue, m), BIG), lead[(queue, idx)])
+    sent: dict[tuple[str, int], int] = {}
+    for r in h.rows("channel_events", "enqueue_sent"):
+        key = (r["queue"], r["msg_id"])
+        sent[key] = min(sent.get(key, BIG), r["ts_ns"])
+    samples += [("commit", applied[k] - t) for k, t in sent.items() if k in applied]
+    out: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for series, lat in samples:
+        if lat >= 0:
+            out[series][model.log_bucket(lat)] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
 ALL = {
     "total_queue": total_queue,
     "ordering_channel_fifo": ordering_channel_fifo,

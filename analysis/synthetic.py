@@ -176,9 +176,11 @@ def generate(seed: int = 0, messages: int = 40, anomalies: tuple[str, ...] = (),
                    server=f"{q}@{n}", raft_index=idx, msg_id=m, consumer_key=c.key,
                    consumer_node=c.node, attempt=attempt, raft_term=g.term[q])
         g.tick(0.05, 0.3)
+        sender = f"{q}@{dnode}"
         g.emit("replica_events", dnode, f"{dnode}/ra/{q}", "local_delivery", queue=q,
-               server=f"{q}@{dnode}", msg_id=m, consumer_key=c.key, consumer_node=c.node,
-               attempt=attempt, raft_index=idx)
+               server=sender, role="leader" if g.leader[q] == sender else "follower",
+               msg_id=m, consumer_key=c.key, consumer_node=c.node, attempt=attempt,
+               raft_index=idx)
         g.tick(0.05, 0.3)
         g.tags[(c.conn, c.channel)] += 1
         tag = g.tags[(c.conn, c.channel)]

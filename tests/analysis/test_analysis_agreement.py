@@ -78,6 +78,8 @@ def test_spark_equals_reference_and_reports_injected_anomalies(
     m = metrics.compute(h, Params())
     assert m.hist == reference.latency_histograms(ref_h, Params())
     assert (m.rate_by_queue, m.rate_by_node) == reference.throughput(ref_h, Params())
+    assert m.replication == reference.replication_histograms(ref_h)
+    assert m.replication  # the synthetic runs deliver from leaders and followers
     h.unpersist()
 
 

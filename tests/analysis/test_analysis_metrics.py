@@ -2,7 +2,8 @@
 series and fault label, the maximum of each, the end-to-end histogram of every second,
 and the number of samples must be what each figure means on its own. Throughput is
 counted per bucket in all, per queue (client side) and per broker node (the channels'
-side), the same in Spark as in the reference checker."""
+side); replication latencies are measured from the leader's `applied`; each the same in
+Spark as in the reference checker."""
 
 from __future__ import annotations
 
@@ -119,4 +120,46 @@ def test_cpu_and_resident_memory_per_process(spark: SparkSession) -> None:
     assert m.summary["processes"] == {
         "n1": {"cpu_mean": 0.75, "cpu_max": 1.0, "rss_mib_max": 120.0},
         "n2": {"cpu_mean": None, "cpu_max": None, "rss_mib_max": 64.0}}
+    h.unpersist()
+
+
+
+def _rep(kind: str, server: str, role: str, idx: int, ts: int, **f: object) -> dict[str, object]:
+    return {"run_id": "r", "node": server.split("@")[1], "emitter": f"ra/{server}",
+            "seq": ts, "ts_ns": ts, "wall_ns": ts, "kind": kind, "queue": "qa",
+            "server": server, "role": role, "raft_term": 1, "raft_index": idx, **f}
+
+
+REPLICATION_TABLES = {
+    "client_ops": [_op("publish", "qa", T0, 1)],
+    "channel_events": [_ch("enqueue_sent", "n1", T0 + 40, 1),
+                       _ch("enqueue_sent", "n1", T0 + 70, 1)],  # resent: the first counts
+    "replica_events": [
+        _rep("applied", "qa@n1", "leader", 1, T0 + 100, cmd_type="enqueue", msg_id=1),
+        _rep("applied", "qa@n2", "follower", 1, T0 + 300, cmd_type="enqueue", msg_id=1),
+        _rep("applied", "qa@n1", "leader", 2, T0 + 1_000, cmd_type="checkout"),
+        _rep("local_delivery", "qa@n1", "leader", 2, T0 + 1_100, msg_id=1),
+        _rep("local_delivery", "qa@n2", "follower", 2, T0 + 1_500, msg_id=1),
+        # recorded before the leader's `applied`: left out
+        _rep("local_delivery", "qa@n3", "follower", 2, T0 + 900, msg_id=1),
+        # an index no leader applied in the record: nothing to measure from
+        _rep("local_delivery", "qa@n2", "follower", 3, T0 + 2_000, msg_id=1),
+    ],
+}
+
+
+def test_commit_latency_and_local_delivery_lag_from_the_leaders_applied(
+        spark: SparkSession) -> None:
+    h = load.from_arrow(spark, arrow_tables(REPLICATION_TABLES))
+    m = metrics.compute(h, Params())
+    b = model.log_bucket
+    assert m.replication == {"commit": {b(60): 1}, "local_delivery_lag:leader": {b(100): 1},
+                             "local_delivery_lag:follower": {b(500): 1}}
+    assert m.replication == reference.replication_histograms(
+        reference.RefHistory.from_rows(REPLICATION_TABLES))
+    out = m.summary["replication_ms"]
+    assert out["commit_latency"]["count"] == 1
+    assert out["commit_latency"]["max"] == 60 / 1e6
+    assert set(out["local_delivery_lag"]) == {"leader", "follower"}
+    assert out["local_delivery_lag"]["follower"]["max"] == 500 / 1e6
     h.unpersist()
