@@ -47,6 +47,8 @@ class Metrics:
     #: `commit` or `local_delivery_lag:<sender role>` -> {log bucket: count}, and maxima
     replication: dict[str, dict[int, int]] = field(default_factory=dict)
     replication_max_ns: dict[str, int] = field(default_factory=dict)
+    #: node -> (entries in a WAL batch, log bucket of its write+sync ns) -> batches
+    wal: dict[str, dict[tuple[int, int], int]] = field(default_factory=dict)
     windows: list[model.FaultWindow] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
 
@@ -119,6 +121,21 @@ def replication_samples(h: History) -> DataFrame:
     return lag.where(F.col("lat") >= 0)
 
 
+#: the WAL's trace kind (`ra.wal`): one per batch written and synced, with `entries`
+#: and `fsync_ms` (write and sync) in the row's `extra`; it lands in `other_events`
+WAL_BATCH = "ra_wal_batch"
+
+
+def wal_batches(h: History) -> DataFrame:
+    """(node, entries, b) per recorded WAL batch, b the log bucket of its write+sync."""
+    extra = F.col("extra")
+    sync_ns = (F.get_json_object(extra, "$.fsync_ms").cast("double") * F.lit(1e6)).cast("long")
+    return (h["other_events"].where(F.col("kind") == WAL_BATCH)
+            .select("node", F.get_json_object(extra, "$.entries").cast("long").alias("entries"),
+                    log_bucket_col(sync_ns).alias("b"))
+            .where(F.col("entries").isNotNull() & F.col("b").isNotNull()))
+
+
 def log_bucket_col(lat: Column) -> Column:
     return F.floor(F.log(F.greatest(lat, F.lit(1)).cast("double")) / F.lit(model.LOG_BASE)) \
         .cast("long")
@@ -173,6 +190,9 @@ def compute(h: History, p: Params) -> Metrics:
         m.restarts = [r.asDict() for r in h["supervision_events"]
                       .where(F.col("kind").isin("crashed", "restarted", "intensity_exceeded"))
                       .groupBy("actor_class", "kind", "reason").count().collect()]
+    if h.has("other_events"):
+        for r in wal_batches(h).groupBy("node", "entries", "b").count().collect():
+            m.wal.setdefault(r["node"], {})[(int(r["entries"]), int(r["b"]))] = int(r["count"])
     if h.has("replica_events"):
         for r in (replication_samples(h).groupBy("series", log_bucket_col(F.col("lat")).alias("b"))
                   .agg(F.count("*").alias("n"), F.max("lat").alias("mx")).collect()):
@@ -218,6 +238,30 @@ def _replication(m: Metrics) -> dict[str, Any]:
         else:
             out.setdefault("local_delivery_lag", {})[series.split(":", 1)[1]] = entry
     return out
+
+
+def _wal(batches: dict[tuple[int, int], int]) -> dict[str, Any]:
+    """One node's WAL: batches, entries per batch (mean, p50, p99, max) and the
+    write+sync time of a batch (ms, log-bucket percentiles)."""
+    sizes: dict[int, int] = defaultdict(int)
+    syncs: dict[int, int] = defaultdict(int)
+    for (entries, b), n in batches.items():
+        sizes[entries] += n
+        syncs[b] += n
+    n = sum(sizes.values())
+    ordered = sorted(sizes)
+
+    def size_at(q: float) -> int:
+        rank, seen = max(1, math.ceil(q * n)), 0
+        for entries in ordered:
+            seen += sizes[entries]
+            if seen >= rank:
+                return entries
+        return ordered[-1]
+
+    return {"batches": n, "entries_mean": sum(e * k for e, k in sizes.items()) / n,
+            "entries_p50": size_at(0.5), "entries_p99": size_at(0.99),
+            "entries_max": ordered[-1], "sync_ms": model.percentiles(dict(syncs))}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -315,6 +359,7 @@ def summarize(m: Metrics, p: Params) -> dict[str, Any]:
         "supervision": m.restarts,
         "leader_changes": len(m.leader_changes),
         "replication_ms": _replication(m),
+        "wal": {node: _wal(per) for node, per in sorted(m.wal.items())},
         "processes": {node: {"cpu_mean": _mean([u for _, u in m.cpu.get(node, [])]),
                              "cpu_max": max((u for _, u in m.cpu.get(node, [])), default=None),
                              "rss_mib_max": max((r for _, r in m.rss.get(node, [])),

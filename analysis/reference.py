@@ -832,6 +832,20 @@ def replication_histograms(h: RefHistory) -> dict[str, dict[int, int]]:
     return {k: dict(v) for k, v in out.items()}
 
 
+
+def wal_batches(h: RefHistory) -> dict[str, dict[tuple[int, int], int]]:
+    """node -> (entries, log bucket of write+sync ns) -> batches, as `analysis.metrics`
+    counts the WAL's `ra_wal_batch` rows."""
+    out: dict[str, dict[tuple[int, int], int]] = defaultdict(lambda: defaultdict(int))
+    for r in h.rows("other_events", "ra_wal_batch"):
+        extra = json.loads(r["extra"] or "{}")
+        entries, sync_ms = extra.get("entries"), extra.get("fsync_ms")
+        if entries is None or sync_ms is None:
+            continue
+        out[r["node"]][(int(entries), model.log_bucket(int(float(sync_ms) * 1e6)))] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
 ALL = {
     "total_queue": total_queue,
     "ordering_channel_fifo": ordering_channel_fifo,

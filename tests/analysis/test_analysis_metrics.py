@@ -7,6 +7,8 @@ Spark as in the reference checker."""
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import SparkSession
 
 from analysis import load, metrics, model, reference
@@ -162,4 +164,32 @@ def test_commit_latency_and_local_delivery_lag_from_the_leaders_applied(
     assert out["commit_latency"]["max"] == 60 / 1e6
     assert set(out["local_delivery_lag"]) == {"leader", "follower"}
     assert out["local_delivery_lag"]["follower"]["max"] == 500 / 1e6
+    h.unpersist()
+
+
+def _wal(node: str, k: int, entries: int, sync_ms: float) -> dict[str, object]:
+    return {"run_id": "r", "node": node, "emitter": f"{node}/wal", "seq": k,
+            "ts_ns": T0 + k, "wall_ns": T0 + k, "kind": "ra_wal_batch",
+            "extra": json.dumps({"entries": entries, "fsync_ms": sync_ms, "bytes": 99})}
+
+
+WAL_TABLES = {
+    "client_ops": [_op("publish", "qa", T0, 1)],
+    "other_events": [_wal("n1", 1, 1, 0.25), _wal("n1", 2, 1, 0.25), _wal("n1", 3, 40, 1.5),
+                     _wal("n2", 1, 3, 0.5),
+                     {**_wal("n2", 2, 3, 0.5), "kind": "something_else"}],
+}
+
+
+def test_wal_batch_sizes_and_sync_times_per_node(spark: SparkSession) -> None:
+    h = load.from_arrow(spark, arrow_tables(WAL_TABLES))
+    m = metrics.compute(h, Params())
+    b = model.log_bucket
+    assert m.wal == {"n1": {(1, b(250_000)): 2, (40, b(1_500_000)): 1},
+                     "n2": {(3, b(500_000)): 1}}
+    assert m.wal == reference.wal_batches(reference.RefHistory.from_rows(WAL_TABLES))
+    n1 = m.summary["wal"]["n1"]
+    assert (n1["batches"], n1["entries_mean"], n1["entries_p50"], n1["entries_p99"],
+            n1["entries_max"]) == (3, 14.0, 1, 40, 40)
+    assert n1["sync_ms"]["p50"] == model.percentiles({b(250_000): 2, b(1_500_000): 1})["p50"]
     h.unpersist()
