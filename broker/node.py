@@ -155,15 +155,19 @@ class RecorderServer(GenServer):
             return ("ok", None)
         from actors import trace
         from analysis.recorder import Recorder
+        from analysis.sampler import Sampler
 
         recorder = Recorder(cfg.history_dir, cfg.run_id, broker.node.name)
         trace.set_sink(recorder.sink)
-        return ("ok", recorder)
+        sampler = Sampler(broker.node, broker.open_channels).start()
+        return ("ok", (recorder, sampler))
 
-    def terminate(self, _reason: Any, recorder: Any) -> None:
-        if recorder is not None:
+    def terminate(self, _reason: Any, state: Any) -> None:
+        if state is not None:
             from actors import trace
 
+            recorder, sampler = state
+            sampler.stop()
             trace.set_sink(None)
             recorder.close()
 
@@ -214,6 +218,10 @@ class BrokerNode:
                                  vhost_limits=ReplicatedVhostLimits(self.metadata))
         self.ctx.peer_count = peer_counter(self)
         self.sup: Any = None
+
+    def open_channels(self) -> int:
+        """AMQP channels open on this node's connections (the history's `samples`)."""
+        return sum(len(r.channels) for r in list(self.ctx.readers.values()))
 
     def _wire_dead_lettering(self) -> None:
         """Quorum queues dead-letter through this node's exchanges: at-most-once in the

@@ -59,6 +59,7 @@ from fifo.client_effects import Out
 from fifo.client_records import SOFT_LIMIT, ClientState, init
 from fifo.commands import make_purge
 from fifo.queries import query_processes, query_stat
+from fifo.replica_trace import warren_id
 from ra import api
 
 __all__ = ["QuorumBackend", "QuorumSession"]
@@ -353,6 +354,12 @@ class QuorumSession:
                 if correlation is not None:
                     actions.append(Rejected(name, (correlation,), "maxlen"))
                 continue
+            if trace.enabled():
+                # the fifo client's sequence number of this command: what comes back
+                # applied (the history's commit latency starts here)
+                trace.emit("enqueue_sent", channel=self.channel, queue=name,
+                           msg_id=warren_id(msg), pub_seq=correlation,
+                           raft_correlation=q.client.next_seq - 1)
             actions.extend(self._actions(name, out.actions))
         return actions
 

@@ -30,6 +30,7 @@ from pika.adapters.select_connection import IOLoop
 
 from analysis.client_ops import ClientChannel, ClientHistory
 from analysis.recorder import Recorder
+from analysis.sampler import Sampler
 from harness.scenarios import ClientSpec
 
 __all__ = ["ClientConfig", "Consumer", "Publisher", "main", "run_client"]
@@ -479,11 +480,14 @@ def run_client(cfg: ClientConfig, recorder: Recorder | None = None) -> bool | No
     """Run one client in this process until drained or stopped (signals installed)."""
     own = recorder is None
     rec = recorder or Recorder(cfg.run_dir, cfg.run_id, cfg.client)
+    sampler = Sampler(emit=rec.record).start() if own else None
     client = ROLES[cfg.spec.role](cfg, rec)
     signal.signal(signal.SIGTERM, lambda *_: client.request_stop())
     try:
         return client.run()
     finally:
+        if sampler is not None:
+            sampler.stop()
         if own:
             rec.close()
 

@@ -17,7 +17,7 @@ import pika.exceptions as pex
 import pytest
 
 import actors
-from actors import Node
+from actors import Node, trace
 from channel.config import BrokerContext, Config
 from channel.listener import Listener
 from channel.memory_monitor import MemoryMonitor
@@ -231,6 +231,30 @@ def test_a_thousand_confirmed_publishes_are_consumed_in_order_with_manual_acks(
     assert client(consume) == [b"%d" % i for i in range(1000)]
     ready = client(lambda: conn.channel().queue_declare("bulk", passive=True))
     assert ready.method.message_count == 0
+
+
+def test_each_enqueue_handed_to_ra_is_recorded_with_its_ids(
+        qq: QqCluster, conn: pika.BlockingConnection) -> None:
+    """`enqueue_sent`: the history's commit latency runs from it to the leader's apply."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+    previous = trace.set_sink(lambda kind, fields: seen.append((kind, fields)))
+    try:
+        def publish() -> None:
+            ch = conn.channel()
+            ch.queue_declare("traced", durable=True, arguments=QQ)
+            ch.confirm_delivery()
+            for i in (7, 8):
+                ch.basic_publish("", "traced", b"m",
+                                 pika.BasicProperties(headers={"x-warren-id": i}))
+        client(publish)
+    finally:
+        trace.set_sink(previous)
+    sent = [f for kind, f in seen if kind == "enqueue_sent"]
+    assert [(f["queue"], f["msg_id"], f["pub_seq"]) for f in sent] == \
+        [("traced", 7, 1), ("traced", 8, 2)]
+    # the fifo client's command sequence: consecutive, as Ra sees the pipeline
+    assert sent[1]["raft_correlation"] == sent[0]["raft_correlation"] + 1
+    assert all(f["channel"] == sent[0]["channel"] for f in sent)
 
 
 def test_a_queue_led_elsewhere_without_a_local_member_serves_this_node(
