@@ -36,6 +36,13 @@ and ``WARREN_SPARK_CDS=0`` measures without it. The JVM's CPU is printed by thre
 (Spark's tasks, the JIT compilers, GC, the rest), read from /proc before the session
 stops; at 10M events the JIT compilers used 161 s of its 480 s. The open target is 10M
 events in 30 s.
+
+On a faster 2-core machine (`--sizes 50000,10000000 --reference-max 0`): 50k events
+18.8 s cold, 10M 71.3 s (session 3.5, load 2.0, checks 65.9), peak RSS 2.7 GB; the
+JVM used 133 s of CPU at 10M: Spark's tasks 66.5, the JIT compilers 42.6, GC 6.8, other
+threads 17.6. With the client compiler only at 10M: 78.2 s, the JIT down to 2.7 s but
+the tasks up to 110 s, so large histories keep HotSpot's default. Two cores give
+142 s of CPU in 71 s: the target needs the JVM's work at 10M more than halved.
 """
 
 from __future__ import annotations

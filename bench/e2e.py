@@ -153,7 +153,23 @@ collector change and one after: 3,394 / 3,474 msg/s at 16 B (0.55 / 0.62 of
 RabbitMQ's), 3,129 / 3,149 at 1 KiB (0.58 / 0.80), window-1 p50 5.39 / 6.77 ms
 against 1.90 / 2.73 ms (2.84 / 2.48 times; the machine was slower for both brokers
 in the second run), consumer 1,634 / 1,984 against 4,531 / 3,835 msg/s.
-Earlier figures, from the faster machine:
+
+Then a faster 2-core machine, where a lone append + fdatasync takes 0.1-0.15 ms. Two
+runs, RabbitMQ in the same runs: 11,991 / 12,765 msg/s confirmed at 16 B against
+14,875 / 12,682 (0.81 / 1.01 of RabbitMQ's), 10,943 / 11,324 at 1 KiB against
+10,608 / 10,525 (1.03 / 1.08), window-1 p50 2.02 / 2.09 ms against 1.03 / 0.95 ms
+(1.95 / 2.2 times), consumer 7,364 / 7,682 against 13,062 / 12,290 msg/s. A timeline
+of window 1 (every Ra event, WAL batch, frame flush and socket write of the three
+nodes, time-stamped): the leader's hub spends 0.42 ms p50 in its inline WAL write and
+sync (0.2 ms of it in the kernel, by strace), the followers' 0.2-0.23 ms; a follower
+takes up an AppendEntries 0.2-0.4 ms after it was sent, the three nodes and two
+clients keeping 1.5 of the 2 cores busy. Syncing every batch on the pool thread, so
+the leader's hub takes the followers' replies during its own sync: p50 1.86-1.99
+against 2.02-2.16 ms in five of six alternated pairs, but 0.13 of a core more on the
+leader and, at window 256, 5-12 % fewer msg/s and p99 55-84 against 32-38 ms; lone
+entries only on the pool: 2.08-2.12 against 2.00-2.06 ms. Neither was kept. Two runs
+of the same code differ by up to 5 % here.
+Earlier figures, from the machine the fixed reference comes from:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
   0.47 (it also serves the consumer) and 0.32, the clients 0.19 -- about 1.7 of the
