@@ -24,7 +24,9 @@ def _node(*mailboxes: int) -> Any:
 
 def test_a_sample_reads_cpu_memory_mailboxes_and_channels() -> None:
     first = read_sample(_node(0, 5, 2), lambda: 3)
-    sum(i * i for i in range(200_000))  # some CPU between the two samples
+    spent = time.process_time()
+    while time.process_time() - spent < 0.05:  # CPU between the two samples, past a tick
+        sum(i * i for i in range(10_000))
     second = read_sample()
     assert second["cpu_user_s"] + second["cpu_sys_s"] > first["cpu_user_s"] + first["cpu_sys_s"]
     assert first["rss_bytes"] > 1 << 20
