@@ -550,11 +550,7 @@ def local_delivery(h: RefHistory, p: Params) -> RefResult:
         if r["kind"] == "leader_elected":
             k = (r["queue"], r["raft_term"])
             leader[k] = min(leader.get(k, r["leader"]), r["leader"])
-    member_on: dict[tuple[str, str], str] = {}
-    for r in rep:
-        if r["server"] is not None:
-            k = (r["queue"], server_node(r["server"]))
-            member_on[k] = min(member_on.get(k, r["server"]), r["server"])
+    member_at = _membership(rep)
     holes: dict[tuple[str, str], list[Hole]] = defaultdict(list)
     for hole in dark_intervals(h):
         holes[(hole.queue, hole.server)].append(hole)
@@ -567,7 +563,7 @@ def local_delivery(h: RefHistory, p: Params) -> RefResult:
     unrecorded = 0
     for q, m, att, idx, ck, cnode in decisions:
         got = sends.get((q, m, att, idx), [])
-        expected = member_on.get((q, cnode))
+        expected = member_at(q, cnode, idx)
         if expected is None:
             expected = leader.get((q, term_of.get((q, idx), -1)))
         applied_at = first_applied.get((q, idx))
@@ -739,6 +735,53 @@ def supervision_liveness(h: RefHistory, p: Params) -> RefResult:
     status = model.simple_status(len(violations), True)
     return _result(check, counts["actors"], violations, counts,
                    (status[0], model.supervision_note(counts)))
+
+
+
+def _membership(rep: list[Row]) -> Any:
+    """``member_at(queue, node, index)``: the queue's server on `node` at log index
+    `index`, as `analysis.checks.common.membership` finds it: the members of the
+    latest cluster change (or installed snapshot) at or below the index, before any the
+    members its first recorded leader was elected with, and for a queue whose record
+    names no members the servers seen for it."""
+    points: dict[str, dict[int, list[str]]] = defaultdict(dict)
+    first: dict[str, tuple[tuple[int, int], list[str]]] = {}
+    for r in rep:
+        members = r.get("members")
+        if members is None:
+            continue
+        q = r["queue"]
+        if r["kind"] == "leader_elected":
+            key = (r["ts_ns"], r["seq"])
+            if q not in first or key < first[q][0]:
+                first[q] = (key, list(members))
+        elif (r["kind"] == "snapshot_installed"
+              or (r["kind"] == "applied" and r["cmd_type"] == "cluster_change")):
+            at = points[q]
+            idx = r["raft_index"]
+            at[idx] = min(at.get(idx, list(members)), list(members))
+    for q, (_, members) in first.items():
+        if not any(idx <= 0 for idx in points[q]):
+            points[q][0] = members
+    seen: dict[tuple[str, str], str] = {}
+    for r in rep:
+        if r["server"] is not None:
+            k = (r["queue"], server_node(r["server"]))
+            seen[k] = min(seen.get(k, r["server"]), r["server"])
+
+    def member_at(queue: str, node: str, index: int | None) -> str | None:
+        at = points.get(queue)
+        if not at:
+            return seen.get((queue, node))
+        if index is None:
+            return None
+        starts = [i for i in at if i <= index]
+        if not starts:
+            return None
+        on_node = [m for m in at[max(starts)] if server_node(m) == node]
+        return min(on_node) if on_node else None
+
+    return member_at
 
 
 # -- 4.8 latency histograms ---------------------------------------------------------

@@ -439,6 +439,12 @@ def _fill_raft_entries(r: _Replica, srv: ServerState, lo: int, hi: int) -> None:
         match cmd:
             case (tag, *_) if tag == NOOP:
                 kind = "noop"
+            case (tag, _meta, cluster, *_) if tag == RA_CLUSTER_CHANGE:
+                # the membership from this index on (Ra uses a change once appended)
+                r.emit("applied", raft_term=term, raft_index=j, cmd_type="cluster_change",
+                       cmd_digest=digest(cmd), members=_member_names(r.queue, cluster))
+                r.last_index = j
+                continue
             case (tag, *_) if tag == RA_CLUSTER_CHANGE:
                 kind = "cluster_change"
             case (tag, _m, "delete", *_) if tag == RA_CLUSTER:
@@ -517,7 +523,15 @@ def entered(ra_state: str, s: RabbitFifoState) -> None:
         leader = r.server
     r.emit("role_change", raft_term=term, leader=leader, previous=previous)
     if ra_state == "leader":
-        r.emit("leader_elected", raft_term=term, leader=r.server)
+        # with the membership it leads: before any recorded cluster change, the queue's
+        # initial members
+        members = None if srv is None else _member_names(r.queue, srv.cluster)
+        r.emit("leader_elected", raft_term=term, leader=r.server, members=members)
+
+
+def _member_names(queue: str, cluster: Any) -> list[str]:
+    """The servers of a Ra cluster map (or its dehydrated form), as history names."""
+    return sorted(n for n in (_server_name(queue, sid) for sid in cluster or ()) if n is not None)
 
 
 def snapshot_installed(meta: Mapping[str, Any], s: RabbitFifoState) -> None:
@@ -525,10 +539,8 @@ def snapshot_installed(meta: Mapping[str, Any], s: RabbitFifoState) -> None:
     r = _replica(s)
     idx = int(meta["index"])
     r.last_index = r.snapshot_index = idx
-    cluster = meta.get("cluster") or {}
-    members = [n for n in (_server_name(r.queue, sid) for sid in cluster) if n is not None]
     r.emit("snapshot_installed", raft_term=meta.get("term"), raft_index=idx,
-           members=sorted(members), **_counts(s))
+           members=_member_names(r.queue, meta.get("cluster")), **_counts(s))
 
 
 def ticked(s: RabbitFifoState, srv: Any) -> None:

@@ -271,7 +271,7 @@ BULK_REPLICA_KINDS = ("applied", "service_queue", "local_delivery")
 
 #: the columns of `rare_replica_rows`: every one a check or the metrics read from them
 RARE_REPLICA_COLUMNS = ("emitter", "seq", "ts_ns", "kind", "queue", "server", "raft_term",
-                        "msg_id", "leader", "extra", "node")
+                        "raft_index", "msg_id", "leader", "members", "extra", "node")
 
 
 def rare_replica_rows(h: History) -> DataFrame:
@@ -385,6 +385,62 @@ def members(h: History) -> DataFrame:
                     .agg(F.min_by("server", "server").alias("member")))
 
 
+def membership(h: History) -> DataFrame:
+    """(queue, consumer_node, member, m_from, m_to): the server of each queue on each node
+    for the log indexes `m_from` <= i < `m_to` (`m_to` null: to the end), the sender a
+    consumer on that node should get for a decision at index i (spec 4.4).
+
+    A queue's membership changes at the index of each cluster change (`applied` rows
+    of `cmd_type` cluster_change, and `snapshot_installed`, with their `members`); before
+    the first, it is the membership its first recorded leader was elected with. A queue
+    whose record names no members at all (histories recorded without them) keeps the
+    servers seen for it (`members`), at every index."""
+    return h.cached("membership", lambda: _membership(h))
+
+
+def _membership(h: History) -> DataFrame:
+    kind = F.col("kind")
+    rare = rare_replica_rows(h).where(F.col("members").isNotNull())
+    first_leader = (rare.where(kind == "leader_elected").groupBy("queue")
+                    .agg(F.min_by("members", F.struct("ts_ns", "seq")).alias("members"))
+                    .select("queue", F.lit(0).cast("long").alias("m_from"), "members"))
+    changes = (h["replica_events"].where((kind == "applied") & (F.col("cmd_type")
+                                                               == "cluster_change"))
+               .select("queue", "raft_index", "members")
+               .unionByName(rare.where(kind == "snapshot_installed")
+                            .select("queue", "raft_index", "members"))
+               .where(F.col("members").isNotNull())
+               .groupBy("queue", F.col("raft_index").alias("m_from"))
+               .agg(F.min("members").alias("members")))
+    # a change at index 0 or below cannot come after the first election: it wins
+    points = (first_leader.join(changes.where(F.col("m_from") <= 0), ["queue", "m_from"],
+                                "left_anti").unionByName(changes))
+    w = Window.partitionBy("queue").orderBy("m_from")
+    recorded = (points.withColumn("m_to", F.lead("m_from").over(w))
+                .select("queue", "m_from", "m_to", F.explode("members").alias("member"))
+                .groupBy("queue", F.substring_index("member", "@", -1).alias("consumer_node"),
+                         "m_from", "m_to")
+                .agg(F.min("member").alias("member")))
+    static = (members(h).join(points.select("queue").distinct(), "queue", "left_anti")
+              .select("queue", "consumer_node", "member",
+                      F.lit(None).cast("long").alias("m_from"),
+                      F.lit(None).cast("long").alias("m_to")))
+    return recorded.select("queue", "consumer_node", "member", "m_from", "m_to") \
+        .unionByName(static)
+
+
+def member_at(rows: DataFrame, h: History) -> DataFrame:
+    """`rows` (with queue, consumer_node, raft_index) with the column `member`: the
+    queue's server on the consumer's node at that index, null when there is none."""
+    m = membership(h)
+    return rows.join(F.broadcast(m.withColumnRenamed("queue", "_mq")
+                                 .withColumnRenamed("consumer_node", "_mn")),
+                     (F.col("queue") == F.col("_mq")) & (F.col("consumer_node") == F.col("_mn"))
+                     & (F.col("m_from").isNull() | (F.col("raft_index") >= F.col("m_from")))
+                     & (F.col("m_to").isNull() | (F.col("raft_index") < F.col("m_to"))),
+                     "left").drop("_mq", "_mn", "m_from", "m_to")
+
+
 def term_leaders(h: History) -> DataFrame:
     """(l_queue, l_term, term_leader): the leader elected for each term (the smallest
     name when several were)."""
@@ -431,7 +487,7 @@ def _index_summary(h: History) -> DataFrame:
     applied_row, decided_row = kind == "applied", kind == "service_queue"
     member = F.col("member")
     rows = (h["replica_events"].where(kind.isin(*BULK_REPLICA_KINDS))
-            .join(F.broadcast(members(h)), ["queue", "consumer_node"], "left")
+            .transform(lambda rows: member_at(rows, h))
             .select(*idx,
                     F.when(applied_row, k_applied).when(decided_row, k_decided)
                     .otherwise(k_sent).alias("k"),

@@ -28,7 +28,7 @@ from analysis.checks.common import (
     dark_intervals,
     index_summary,
     lifecycle_ops,
-    members,
+    member_at,
     no_violations,
     per_index,
     take_violations,
@@ -147,7 +147,7 @@ def _decisions(h: History) -> DataFrame:
                                                                             F.lit(""))))
            .join(F.broadcast(chan_closes), "chan", "left")
            .join(F.broadcast(conn_closes), "conn", "left")
-           .join(F.broadcast(members(h)), ["queue", "consumer_node"], "left")
+           .transform(lambda d: member_at(d, h))
            .join(F.broadcast(leaders), (F.col("queue") == F.col("l_queue"))
                  & (F.col("term") == F.col("l_term")), "left")
            .withColumn("expected", F.coalesce("member", "term_leader")))

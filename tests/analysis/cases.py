@@ -367,6 +367,46 @@ def local_delivery_kinds(b: Builder) -> tuple[list[Violation], dict[str, str]]:
         {chk: "fail"}
 
 
+
+@case
+def membership_changes_move_the_expected_sender(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    """A member removed at index 3 sends no more: from then on a consumer on its node is
+    served by the leader; a member added at index 6 serves its node from there on."""
+    q = b.q("mc")
+    b.open("c")
+    b.rep("leader_elected", "mc", "n1", raft_term=1, leader=f"{q}@n1",
+          members=[f"{q}@n1", f"{q}@n2", f"{q}@n3"])
+
+    def change(idx: int, *nodes: str) -> None:
+        for n in ("n1", "n2"):
+            b.rep("applied", "mc", n, raft_index=idx, raft_term=1, cmd_type="cluster_change",
+                  cmd_digest=idx, state_digest=idx, members=[f"{q}@{m}" for m in nodes])
+
+    ld = {"consumer_key": b.ckey("c"), "attempt": 0}
+
+    def decide(idx: int, cnode: str, sender: str) -> dict[str, Any]:
+        b.applied("mc", idx, "enqueue", idx, nodes=("n1", "n2"))
+        b.rep("service_queue", "mc", "n1", raft_index=idx, msg_id=idx, consumer_key=b.ckey("c"),
+              consumer_node=cnode, attempt=0)
+        b.rep("service_queue", "mc", "n2", raft_index=idx, msg_id=idx, consumer_key=b.ckey("c"),
+              consumer_node=cnode, attempt=0)
+        return b.rep("local_delivery", "mc", sender, raft_index=idx, msg_id=idx, **ld)
+
+    decide(1, "n3", "n3")  # n3 is a member: it sends
+    decide(2, "n3", "n3")
+    change(3, "n1", "n2")  # n3 leaves
+    decide(4, "n3", "n1")  # no member on n3 now: the leader sends
+    stale = decide(5, "n3", "n3")  # a send by the removed member is wrong
+    change(6, "n1", "n2", "n4")  # n4 joins
+    decide(7, "n4", "n4")
+    b.close("c")
+    b.drain()
+    chk = "local_delivery"
+    return [b.v(chk, "wrong_sender", "mc", 5, key=f"{q}@n3", raft_index=5,
+                ts_ns=stale["ts_ns"], detail=f"{q}@n1")], {chk: "fail"}
+
+
 # -- missing node data (spec 4.0): a SIGKILLed node loses its unflushed events -------------
 # These cases name their nodes after their prefix: a kill hides every server of its node.
 

@@ -41,8 +41,13 @@ class Record:
     views: dict[int, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
     sends: list[tuple[str, Any, Any, list[int]]] = field(default_factory=list)
     dlx_sends: list[tuple[str, Any]] = field(default_factory=list)
+    #: (node, kind, index, members) of the rows that say who the members are
+    memberships: list[tuple[str, str, Any, Any]] = field(default_factory=list)
 
     def sink(self, kind: str, fields: dict[str, Any]) -> None:
+        if kind == "leader_elected" or fields.get("cmd_type") == "cluster_change":
+            self.memberships.append((fields["node"], kind, fields.get("raft_index"),
+                                     fields.get("members")))
         if kind == "applied" and "view" in fields:
             self.views[fields["raft_index"]][fields["node"]] = fields["view"]
         elif kind == "local_delivery" and fields["delivery_id"] == fields["delivery_ids"][0]:
@@ -221,6 +226,29 @@ def test_each_delivery_is_sent_by_the_member_on_the_consumers_node_even_after_fa
     assert final[q.a]["messages_total"] == 0
     assert {c["tag"]: c["credit"] for c in final[q.a]["consumers"].values()} == {"c1": 1,
                                                                                 "c2": 1}
+
+
+def test_leaders_and_cluster_changes_record_the_members(queue: Queue) -> None:
+    """The history's membership at each index (spec 4.4): the members a leader was
+    elected with, then those of each cluster change, on every member that applies it."""
+    q = queue
+    names = {n: f"q1@{replica_trace.short_node(n)}" for n in (q.a, q.b, q.c)}
+    wait_until(lambda: any(k == "leader_elected" for _, k, _, _ in q.record.memberships),
+               what="the election recorded")
+    [(node, _, _, members)] = [m for m in q.record.memberships if m[1] == "leader_elected"]
+    assert node == q.b
+    assert members == sorted(names.values())
+    reply = api.remove_member(q.sid(q.b), q.sid(q.c))
+    assert reply[0] == "ok", reply
+    # the change is recorded when the next machine command is applied after it
+    publish(session_on(q, q.a), b"m1")
+    wait_until(lambda: {n for n, k, _, _ in q.record.memberships if k == "applied"}
+               >= {q.a, q.b}, what="the change recorded on A and B")
+    changes = {(n, idx, tuple(m)) for n, k, idx, m in q.record.memberships if k == "applied"}
+    [idx] = {i for _, i, _ in changes}
+    assert {(n, tuple(m)) for n, _, m in changes} >= {
+        (q.a, (names[q.a], names[q.b])), (q.b, (names[q.a], names[q.b]))}
+    assert idx > 1
 
 
 def test_messages_of_a_crashed_channel_are_redelivered_by_the_follower_local_to_c2(
