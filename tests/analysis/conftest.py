@@ -16,7 +16,9 @@ TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
-    "spark.driver.memory": "1g",
+    # one JVM serves the whole suite, and every check run leaves broadcast tables behind
+    # until the driver's garbage collector lets Spark clean them: 1g ran out now and then
+    "spark.driver.memory": "2g",
     # tiny inputs: code generation and adaptive re-planning cost more than they save
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.adaptive.enabled": "false",
