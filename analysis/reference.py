@@ -737,7 +737,6 @@ def supervision_liveness(h: RefHistory, p: Params) -> RefResult:
                    (status[0], model.supervision_note(counts)))
 
 
-
 def _membership(rep: list[Row]) -> Any:
     """``member_at(queue, node, index)``: the queue's server on `node` at log index
     `index`, as `analysis.checks.common.membership` finds it: the members of the
@@ -822,7 +821,6 @@ def latency_histograms(h: RefHistory, p: Params) -> dict[tuple[str, str], dict[i
     return {k: dict(v) for k, v in out.items()}
 
 
-
 def throughput(h: RefHistory, p: Params) -> tuple[dict[tuple[str, str | None], dict[int, int]],
                                                   dict[tuple[str, str], dict[int, int]]]:
     """Counts per bucket by (op, queue) from `client_ops` and by (channel event kind,
@@ -839,7 +837,6 @@ def throughput(h: RefHistory, p: Params) -> tuple[dict[tuple[str, str | None], d
         if r["kind"] in model.BROKER_OPS:
             by_node[(r["kind"], r["node"])][(r["ts_ns"] - t0) // p.bucket_ns] += 1
     return ({k: dict(v) for k, v in by_queue.items()}, {k: dict(v) for k, v in by_node.items()})
-
 
 
 def replication_histograms(h: RefHistory) -> dict[str, dict[int, int]]:
@@ -873,7 +870,6 @@ def replication_histograms(h: RefHistory) -> dict[str, dict[int, int]]:
         if lat >= 0:
             out[series][model.log_bucket(lat)] += 1
     return {k: dict(v) for k, v in out.items()}
-
 
 
 def wal_batches(h: RefHistory) -> dict[str, dict[tuple[int, int], int]]:

@@ -367,7 +367,6 @@ def local_delivery_kinds(b: Builder) -> tuple[list[Violation], dict[str, str]]:
         {chk: "fail"}
 
 
-
 @case
 def membership_changes_move_the_expected_sender(
         b: Builder) -> tuple[list[Violation], dict[str, str]]:

@@ -125,7 +125,6 @@ def test_cpu_and_resident_memory_per_process(spark: SparkSession) -> None:
     h.unpersist()
 
 
-
 def _rep(kind: str, server: str, role: str, idx: int, ts: int, **f: object) -> dict[str, object]:
     return {"run_id": "r", "node": server.split("@")[1], "emitter": f"ra/{server}",
             "seq": ts, "ts_ns": ts, "wall_ns": ts, "kind": kind, "queue": "qa",
