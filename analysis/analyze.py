@@ -8,6 +8,8 @@ verdicts; errors and bad input are mapped by the command line.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -17,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from analysis import load, metrics, model, report, runner
+from analysis import load, metrics, model, report, runner, uris
 from analysis.checks import down_latency, where
 from analysis.load import History
 from analysis.model import Params
@@ -40,9 +42,11 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 def analyze_history(h: History, out: Path, params: Params | None = None,
                     timings: dict[str, float] | None = None,
                     only: list[str] | None = None,
-                    workers: int | None = None) -> tuple[int, dict[str, Any]]:
+                    workers: int | None = None,
+                    violations_at: str | None = None) -> tuple[int, dict[str, Any]]:
     """Checks (all, or `only` these; `workers` at once), metrics and every output file
-    for a loaded history."""
+    for a loaded history, into `out`; the violation tables into `violations_at` instead
+    when given (a URI Spark writes to)."""
     p = params or Params()
     timings = dict(timings or {})
     out.mkdir(parents=True, exist_ok=True)
@@ -56,12 +60,13 @@ def analyze_history(h: History, out: Path, params: Params | None = None,
     verdict_rows = [v.row() for v in result.verdicts]
     pq.write_table(pa.Table.from_pylist(verdict_rows), out / "verdicts.parquet")
     top: dict[str, list[dict[str, Any]]] = {}
-    vdir = out / "violations"
+    vdir = violations_at or str(out / "violations")
     for v in result.verdicts:
         df = result.violations[v.check]
         if v.violations:
             rows = where.annotate(h, v.check, df)  # lost messages: where last seen
-            rows.coalesce(1).write.mode("overwrite").parquet(str(vdir / f"{v.check}.parquet"))
+            rows.coalesce(1).write.mode("overwrite").parquet(
+                uris.join(vdir, f"{v.check}.parquet"))
             top[v.check] = [r.asDict() for r in
                             rows.orderBy("violation", "queue", "msg_id", "raft_index", "key")
                             .limit(TOP_VIOLATIONS).collect()]
@@ -106,11 +111,21 @@ def analyze_run(spark: SparkSession, run_dir: str | Path, out: str | Path | None
                 params: Params | None = None,
                 only: list[str] | None = None,
                 workers: int | None = None) -> tuple[int, dict[str, Any]]:
-    """Load `<run_dir>/history` and analyse it into `out` (default `<run_dir>/analysis`)."""
+    """Load `<run_dir>/history` and analyse it into `out` (default `<run_dir>/analysis`),
+    a local path or a URI of storage Spark writes to (see `analysis.uris`)."""
     start = time.perf_counter()
     h = load.load(spark, run_dir)
     timings = {"load": round(time.perf_counter() - start, 3)}
-    target = Path(out) if out else Path(run_dir) / "analysis"
-    return analyze_history(h, target, params, timings, only, workers)
+    target = str(out) if out else uris.join(run_dir, "analysis")
+    if not uris.is_remote(target):
+        return analyze_history(h, uris.local_path(target), params, timings, only, workers)
+    staging = Path(tempfile.mkdtemp(prefix="warren-analysis-"))
+    try:
+        result = analyze_history(h, staging, params, timings, only, workers,
+                                 violations_at=uris.join(target, "violations"))
+        uris.upload(spark, staging, target)
+        return result
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 

@@ -28,8 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="run directory (with history/ or raw/): a path or a URI "
                    "(file://, or hdfs:// / s3a:// read by Spark)")
-    p.add_argument("--out", default=None, help="output directory, a path or file:// URI "
-                   "(default RUN_DIR/analysis)")
+    p.add_argument("--out", default=None, help="output directory: a path, a file:// URI, or "
+                   "a URI Spark writes to, such as hdfs:// or s3a:// (default RUN_DIR/analysis)")
     p.add_argument("--master", default=None,
                    help="Spark master URL (default $WARREN_SPARK_MASTER or local[*])")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
@@ -67,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         # a file:// URI is a local path; other schemes go to Spark as given
         run_dir: Any = args.run_dir if remote else uris.local_path(args.run_dir)
-        out_arg: Any = None if args.out is None else uris.local_path(args.out)
-        if remote and (args.out is None or args.synthetic is not None):
-            raise ValueError("a history read by Spark from a URI needs a local --out "
-                             "(and cannot be --synthetic)")
+        # an --out of another scheme gets the outputs through Spark (`analysis.uris`)
+        out_arg: Any = (None if args.out is None else args.out if uris.is_remote(args.out)
+                        else uris.local_path(args.out))
+        if remote and args.synthetic is not None:
+            raise ValueError("a history read by Spark from a URI cannot be --synthetic")
         if args.synthetic is not None:
             anomalies = tuple(a for a in args.anomalies.split(",") if a)
             unknown = set(anomalies) - set(synthetic.ANOMALIES)
@@ -101,9 +102,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         from analysis.analyze import analyze_run, format_table
 
-        out = out_arg or run_dir / "analysis"
-        session = spark.get_session(args.master, conf=conf,
-                                    local_dir=str(out / "spark-tmp"),
+        out = out_arg or uris.join(run_dir, "analysis")
+        # Spark's scratch space is local: beside local outputs, else Spark's default
+        scratch = None if uris.is_remote(out) else str(uris.local_path(out) / "spark-tmp")
+        session = spark.get_session(args.master, conf=conf, local_dir=scratch,
                                     expected_rows=expected_rows)
         code, summary = analyze_run(session, run_dir, out, params, only or None,
                                     workers=args.workers)
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
              "sample": ",".join(str(s) for s in v.get("sample", []))}
             for k, v in summary["checks"].items()]
     print(format_table(rows))
-    print(f"\nvalid: {summary['valid']}   report: {out / 'report.html'}")
+    print(f"\nvalid: {summary['valid']}   report: {uris.join(out, 'report.html')}")
     return code
 
 

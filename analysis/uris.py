@@ -4,11 +4,16 @@
 everything local keeps working), or a URI of another scheme (`hdfs://`, `s3a://`,
 ...) that is handed to Spark untouched: only Spark can read such storage, so the
 local steps (compaction, the schema-version scan of every file) are skipped there.
+Outputs bound for such storage are written where they are made: the violation
+tables by Spark straight to the URI, the files the driver makes (summary, verdicts,
+plots, report) into a local staging directory that `upload` then copies through
+Spark's Hadoop file system.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 
@@ -41,3 +46,18 @@ def local_path(location: str | Path) -> Path:
 def join(location: str | Path, *parts: str) -> str:
     """`location` / parts, keeping a URI's `//` intact."""
     return "/".join([str(location).rstrip("/"), *parts])
+
+
+def upload(spark: Any, local_dir: Path, location: str) -> list[str]:
+    """Copy every file below `local_dir` to `location` (any URI Spark's Hadoop file
+    system reaches: ``hdfs://``, ``s3a://``, ``file://``), keeping the layout and
+    replacing what is there; the URIs written. `spark` is the SparkSession."""
+    jvm = spark._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    fs = hadoop_path(location).getFileSystem(spark._jsc.hadoopConfiguration())
+    written = []
+    for f in sorted(p for p in Path(local_dir).rglob("*") if p.is_file()):
+        target = join(location, f.relative_to(local_dir).as_posix())
+        fs.copyFromLocalFile(False, True, hadoop_path(str(f.resolve())), hadoop_path(target))
+        written.append(target)
+    return written
