@@ -107,9 +107,13 @@ def run(args: argparse.Namespace) -> int:
         scratch = None if uris.is_remote(out) else str(uris.local_path(out) / "spark-tmp")
         session = spark.get_session(args.master, conf=conf, local_dir=scratch,
                                     expected_rows=expected_rows)
+        if remote:
+            uris.check_reachable(session, str(run_dir), must_exist=True)
+        if uris.is_remote(out):
+            uris.check_reachable(session, str(out), must_exist=False)
         code, summary = analyze_run(session, run_dir, out, params, only or None,
                                     workers=args.workers)
-    except load.BadInput as exc:
+    except (load.BadInput, uris.Unreachable) as exc:
         print(f"warren analyze: bad input: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception:

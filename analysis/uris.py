@@ -48,13 +48,35 @@ def join(location: str | Path, *parts: str) -> str:
     return "/".join([str(location).rstrip("/"), *parts])
 
 
+class Unreachable(ValueError):
+    """A URI Spark's Hadoop file system cannot serve: no connector for its scheme, or
+    (for something to read) nothing there."""
+
+
+def _file_system(spark: Any, location: str) -> tuple[Any, Any]:
+    hadoop_path = spark._jvm.org.apache.hadoop.fs.Path(location)
+    try:
+        return hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()), hadoop_path
+    except Exception as exc:  # py4j's error carries the JVM's message
+        first = str(exc).strip().splitlines()
+        raise Unreachable(f"no file system for {location} on Spark's class path "
+                          f"({first[-1] if first else type(exc).__name__})") from None
+
+
+def check_reachable(spark: Any, location: str, must_exist: bool) -> None:
+    """`Unreachable` unless Spark can reach `location` (and, if `must_exist`, it is
+    there): asked before an analysis, so such input is refused as bad input."""
+    fs, hadoop_path = _file_system(spark, location)
+    if must_exist and not fs.exists(hadoop_path):
+        raise Unreachable(f"{location} does not exist")
+
+
 def upload(spark: Any, local_dir: Path, location: str) -> list[str]:
     """Copy every file below `local_dir` to `location` (any URI Spark's Hadoop file
     system reaches: ``hdfs://``, ``s3a://``, ``file://``), keeping the layout and
     replacing what is there; the URIs written. `spark` is the SparkSession."""
-    jvm = spark._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path
-    fs = hadoop_path(location).getFileSystem(spark._jsc.hadoopConfiguration())
+    hadoop_path = spark._jvm.org.apache.hadoop.fs.Path
+    fs, _ = _file_system(spark, location)
     written = []
     for f in sorted(p for p in Path(local_dir).rglob("*") if p.is_file()):
         target = join(location, f.relative_to(local_dir).as_posix())

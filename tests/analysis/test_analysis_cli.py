@@ -116,3 +116,14 @@ def test_outputs_go_to_a_uri_through_spark(spark: SparkSession, tmp_path: Path,
     [(staging, location)] = uploads
     assert location == f"file://{dest}"
     assert not staging.exists()
+
+
+def test_a_missing_history_at_a_uri_is_bad_input(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    real = uris.is_remote
+    monkeypatch.setattr(uris, "is_remote", lambda loc: str(loc).startswith("file://")
+                        or real(loc))
+    missing = f"file://{tmp_path}/nothing-here"
+    assert cli.main(["analyze", missing, "--out", str(tmp_path / "out"), *SPARK_ARGS]) == 4
+    assert f"bad input: {missing} does not exist" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from analysis import cli, final_state, load, model, reference, synthetic
@@ -135,7 +136,8 @@ def test_lost_messages_say_where_they_were_last_seen(spark: SparkSession) -> Non
     h.unpersist()
 
 
-def test_analyze_takes_file_uris_and_reports_the_new_results(tmp_path: Path) -> None:
+def test_analyze_takes_file_uris_and_reports_the_new_results(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     synthetic.write_run(run, synthetic.generate(21, 20, ("lose",)))
     out = tmp_path / "out"
@@ -150,7 +152,9 @@ def test_analyze_takes_file_uris_and_reports_the_new_results(tmp_path: Path) -> 
     # the synthetic loss drops every delivery: the queue applied the enqueue, no more
     assert [(r["violation"], r["last_seen"]) for r in lost] == [
         ("lost_never_delivered", "ra_enqueued")]
+    # no s3a connector on this Spark's class path: refused as bad input, with the reason
     assert cli.main(["analyze", "s3a://bucket/run", *SPARK_ARGS]) == model.EXIT_BAD_INPUT
+    assert "no file system for s3a://bucket/run" in capsys.readouterr().err
 
 
 def test_a_segment_of_schema_1_0_compacts_with_null_counts(tmp_path: Path) -> None:
