@@ -249,19 +249,10 @@ def _wal(batches: dict[tuple[int, int], int]) -> dict[str, Any]:
         sizes[entries] += n
         syncs[b] += n
     n = sum(sizes.values())
-    ordered = sorted(sizes)
-
-    def size_at(q: float) -> int:
-        rank, seen = max(1, math.ceil(q * n)), 0
-        for entries in ordered:
-            seen += sizes[entries]
-            if seen >= rank:
-                return entries
-        return ordered[-1]
-
     return {"batches": n, "entries_mean": sum(e * k for e, k in sizes.items()) / n,
-            "entries_p50": size_at(0.5), "entries_p99": size_at(0.99),
-            "entries_max": ordered[-1], "sync_ms": model.percentiles(dict(syncs))}
+            "entries_p50": model.rank_key(sizes, 0.5),
+            "entries_p99": model.rank_key(sizes, 0.99),
+            "entries_max": max(sizes), "sync_ms": model.percentiles(dict(syncs))}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -275,6 +266,11 @@ def _quantile(values: list[int], q: float) -> float:
     return float(ordered[max(0, math.ceil(q * len(ordered)) - 1)])
 
 
+def _median_p5(per_second: list[int]) -> dict[str, float]:
+    """Median and p5 of per-bucket counts (the summary's confirms/s figures)."""
+    return {"median": _quantile(per_second, 0.5), "p5": _quantile(per_second, 0.05)}
+
+
 def _per_queue(m: Metrics, outside_faults: Any) -> dict[str, dict[str, Any]]:
     """Per queue (``(none)``: rows without one): totals per op and, for a queue that had
     confirms, confirms/s outside fault windows."""
@@ -283,9 +279,8 @@ def _per_queue(m: Metrics, outside_faults: Any) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {op: sum(m.rate_by_queue[(op, queue)].values())
                                  for op in OPS if (op, queue) in m.rate_by_queue}
         if ("confirm", queue) in m.rate_by_queue:
-            rates = outside_faults(m.rate_by_queue[("confirm", queue)])
-            entry["confirms_per_s_outside_faults"] = {"median": _quantile(rates, 0.5),
-                                                      "p5": _quantile(rates, 0.05)}
+            entry["confirms_per_s_outside_faults"] = _median_p5(
+                outside_faults(m.rate_by_queue[("confirm", queue)]))
         out["(none)" if queue is None else queue] = entry
     return out
 
@@ -346,8 +341,7 @@ def summarize(m: Metrics, p: Params) -> dict[str, Any]:
         "throughput": {
             "bucket_s": bucket_s,
             "totals": {op: sum(v.values()) for op, v in m.rate.items()},
-            "confirms_per_s_outside_faults": {"median": _quantile(outside, 0.5),
-                                              "p5": _quantile(outside, 0.05)},
+            "confirms_per_s_outside_faults": _median_p5(outside),
             "per_queue": _per_queue(m, outside_faults),
             "per_node": {node: {kind: sum(v.values()) for (kind, n), v in
                                 sorted(m.rate_by_node.items()) if n == node}

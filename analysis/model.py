@@ -154,22 +154,24 @@ def bucket_value_ms(bucket: int) -> float:
     return math.exp(bucket * LOG_BASE) / 1e6
 
 
+def rank_key(hist: dict[int, int], q: float) -> int:
+    """The first key (in order) whose cumulative count reaches q*n: the q-quantile of a
+    histogram `{value or bucket: count}` with at least one count."""
+    rank = max(1, math.ceil(q * sum(hist.values())))
+    seen = 0
+    ordered = sorted(hist)
+    for key in ordered:
+        seen += hist[key]
+        if seen >= rank:
+            return key
+    return ordered[-1]
+
+
 def percentiles(hist: dict[int, int], qs: tuple[float, ...] = PERCENTILES) -> dict[str, float]:
     """Percentiles read from cumulative bucket counts: the first bucket reaching q*n."""
-    total = sum(hist.values())
-    out: dict[str, float] = {}
-    if total == 0:
-        return out
-    buckets = sorted(hist)
-    for q in qs:
-        rank = max(1, math.ceil(q * total))
-        seen = 0
-        for b in buckets:
-            seen += hist[b]
-            if seen >= rank:
-                out[f"p{q * 100:g}"] = round(bucket_value_ms(b), 6)
-                break
-    return out
+    if sum(hist.values()) == 0:
+        return {}
+    return {f"p{q * 100:g}": round(bucket_value_ms(rank_key(hist, q)), 6) for q in qs}
 
 
 # -- verdicts -----------------------------------------------------------------------
