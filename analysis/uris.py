@@ -58,9 +58,9 @@ def _file_system(spark: Any, location: str) -> tuple[Any, Any]:
     try:
         return hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()), hadoop_path
     except Exception as exc:  # py4j's error carries the JVM's message
-        first = str(exc).strip().splitlines()
+        lines = str(exc).strip().splitlines()  # the JVM's exception comes last
         raise Unreachable(f"no file system for {location} on Spark's class path "
-                          f"({first[-1] if first else type(exc).__name__})") from None
+                          f"({lines[-1] if lines else type(exc).__name__})") from None
 
 
 def check_reachable(spark: Any, location: str, must_exist: bool) -> None:
