@@ -43,6 +43,10 @@ class NodeConfig:
     dead_letter_worker_publisher_confirm_timeout: int = 180_000
     #: overrides of channel.config.Config fields (channel_max, frame_max, heartbeat, ...)
     amqp: dict[str, Any] = field(default_factory=dict)
+    #: Ra system config keys for the node's durable Ra system (RabbitMQ's ``raft.*``
+    #: settings and Ra's application env: ``wal_max_size_bytes``, ``wal_pre_allocate``,
+    #: ``wal_sync_method`` ...; `ra.system.SETTABLE_KEYS`), Ra's defaults otherwise
+    ra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if "@" not in self.name or ":" not in self.name.split("@", 1)[1]:
@@ -52,6 +56,14 @@ class NodeConfig:
                 raise ConfigError(f"peer must be name@host:port, got {peer!r}")
         if self.name not in self.peers:
             self.peers = [*self.peers, self.name]
+        from ra.system import check_settable
+
+        if not isinstance(self.ra, dict):
+            raise ConfigError(f"ra must be a table of Ra system keys, got {self.ra!r}")
+        try:
+            check_settable(self.ra)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     @property
     def all_nodes(self) -> list[str]:

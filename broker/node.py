@@ -242,12 +242,14 @@ class BrokerNode:
 
     def ra_config(self) -> dict[str, Any]:
         """The Ra system config: durable in ``<data-dir>/ra`` when the node has a data dir
-        (WAL, segments, snapshots, term and vote survive a restart), else in memory."""
+        (WAL, segments, snapshots, term and vote survive a restart), else in memory;
+        with the node's ``ra`` keys (the WAL and segment keys only matter on disk)."""
         if self.config.data_dir is None:
-            return {"name": RA_SYSTEM}
+            return {"name": RA_SYSTEM, **self.config.ra}
         from ra.system import disk_system_config
 
-        return disk_system_config(str(Path(self.config.data_dir) / "ra"), name=RA_SYSTEM)
+        return disk_system_config(str(Path(self.config.data_dir) / "ra"), name=RA_SYSTEM,
+                                  **self.config.ra)
 
     def children(self) -> list[dict[str, Any]]:
         data_dir = self.config.data_dir or "."

@@ -52,12 +52,13 @@ class SyncCounter:
     """An fsync function that counts its calls (from any thread)."""
 
     def __init__(self, sync: Callable[[int], None]) -> None:
-        self._sync = sync
+        #: the sync function (the WAL swaps fdatasync for fsync where it cannot pre-allocate)
+        self.sync = sync
         self._lock = threading.Lock()
         self.calls = 0
 
     def __call__(self, fd: int) -> None:
-        self._sync(fd)
+        self.sync(fd)
         with self._lock:
             self.calls += 1
 
@@ -180,6 +181,7 @@ def disk_wal_start(handle: Any) -> Any:
         wal_max_batch_size=int(cfg.get("wal_max_batch_size",
                                        ra_wal.DEFAULT_WAL_MAX_BATCH_SIZE)),
         wal_compute_checksums=bool(cfg.get("wal_compute_checksums", True)),
+        wal_pre_allocate=bool(cfg.get("wal_pre_allocate", False)),
         fsync=store.wal_sync,
         segment_writer=handle.names["segment_writer"],
         name=handle.wal_name,

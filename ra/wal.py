@@ -89,6 +89,9 @@ class WalConfig:
     wal_max_batch_size: int = DEFAULT_WAL_MAX_BATCH_SIZE
     wal_sync_method: str = "datasync"
     wal_compute_checksums: bool = True
+    #: allocate each new file's blocks up to its size limit when it is opened, so a
+    #: batch's sync does not also commit the file's growth (Ra's ``wal_pre_allocate``)
+    wal_pre_allocate: bool = False
     fsync: Fsync | None = None
     #: where closed files go: a registered name, a pid, or None to keep them
     segment_writer: Any = SEGMENT_WRITER_NAME
@@ -159,6 +162,7 @@ class Wal:
         self.node_name = node_name
         self.ets = config.log_ets
         self.fsync: Fsync = config.fsync or _SYNC_METHODS[config.wal_sync_method]
+        self.pre_allocate = config.wal_pre_allocate
         self.writers: dict[str, tuple[str, int]] = {}
         self.file_no = 0
         self.fd = -1
@@ -231,10 +235,31 @@ class Wal:
     def _open_next(self) -> None:
         self.file_no += 1
         path = os.path.join(self.cfg.dir, wal_file.file_name(self.file_no))
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        # writes go one after another from the header on: a pre-allocated file is
+        # already as long as its limit, so appending at its end would skip the space
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.write(self.fd, wal_file.HEADER)
         self.size = len(wal_file.HEADER)
         self.file_uids = set()
+        if self.pre_allocate:
+            self._pre_allocate(path)
+
+    def _pre_allocate(self, path: str) -> None:
+        """Reserve the file's blocks up to its limit; the unwritten rest reads as zeros,
+        which recovery takes for the end of the records. Where the file system cannot
+        allocate, Ra turns pre-allocation off and syncs with fsync instead of fdatasync
+        from then on: so does this WAL."""
+        try:
+            os.posix_fallocate(self.fd, self.size, max(1, self.limit - self.size))
+        except OSError as exc:
+            log.info("WAL %s: pre-allocation not supported by the file system (%s); "
+                     "syncing with fsync instead of fdatasync", path, exc)
+            self.pre_allocate = False
+            if self.cfg.fsync is None and self.cfg.wal_sync_method == "datasync":
+                self.fsync = os.fsync
+            elif getattr(self.fsync, "sync", None) is os.fdatasync:
+                # a counting wrapper (`ra.disk_store.SyncCounter`) of fdatasync
+                self.fsync.sync = os.fsync  # type: ignore[attr-defined]
 
     def _insert(self, file_no: int, uid: str, entries: list[Entry]) -> None:
         smallest = self.ets.smallest_live_index(uid)

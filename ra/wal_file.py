@@ -8,12 +8,13 @@ a record is the unit that is either durable or not:
 
 The payload is a pickle (protocol 5) of ``[(uid, [(idx, term, cmd), ...]),
 ...]``: the accepted writes of that batch in arrival order. Reading stops at
-the first record that is incomplete or fails its checksum when nothing but
-that record (or zeros) follows it: that is a torn tail, the batch that was
-being written when the node stopped, never acknowledged to a writer. A bad
-record with valid data after it cannot come from a crash (a batch is written
-only after the previous one was fsynced) and is refused, as Ra refuses to
-start with ``wal_checksum_validation_failure``.
+the first record header of zeros (the unwritten rest of a file, which is most of a
+pre-allocated one), and at a record that is incomplete or fails its checksum
+when the file ends there or a zero header follows: that is a torn tail, the
+batch that was being written when the node stopped, never acknowledged to a
+writer. A bad record with a record after it cannot come from a crash (a batch
+is written only after the previous one was fsynced) and is refused, as Ra
+refuses to start with ``wal_checksum_validation_failure``.
 """
 
 from __future__ import annotations
@@ -68,8 +69,10 @@ class Recovered:
     torn: bool = False
 
 
-def _rest_is_zero(buf: Any, start: int) -> bool:
-    return not any(buf[start:])
+def _zero_header_at(buf: Any, pos: int) -> bool:
+    """Whether the record header at `pos` is all zeros or lies past the end: the end
+    of what was ever written (a pre-allocated file is zeros after its records)."""
+    return not any(buf[pos:pos + _REC.size])
 
 
 def read(path: str) -> Recovered:
@@ -91,16 +94,13 @@ def read(path: str) -> Recovered:
             length, crc = _REC.unpack_from(buf, pos)
             start, end = pos + _REC.size, pos + _REC.size + length
             if length == 0:
-                out.torn = not _rest_is_zero(buf, pos)
-                if out.torn:
-                    raise WalCorrupt(f"{path}: empty record at {pos} before more data")
                 break
             if end > size:
                 out.torn = True
                 break
             payload = buf[start:end]
             if crc != 0 and zlib.crc32(payload) != crc:
-                if end == size or _rest_is_zero(buf, end):
+                if _zero_header_at(buf, end):
                     out.torn = True
                     break
                 raise WalCorrupt(f"{path}: checksum failure at offset {pos}")

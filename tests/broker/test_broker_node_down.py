@@ -93,3 +93,48 @@ def test_unknown_config_keys_are_named(tmp_path: Path) -> None:
     cfg.write_text(json.dumps({"name": "a@127.0.0.1:1", "amqp-port": 1, "colour": "blue"}))
     with pytest.raises(ConfigError, match="unknown config keys: colour"):
         load(cfg)
+
+
+def test_ra_system_keys_come_from_the_ra_table(tmp_path: Path) -> None:
+    from broker.config import load
+
+    cfg = tmp_path / "node.toml"
+    cfg.write_text('name = "a@127.0.0.1:1"\n[ra]\nwal_pre_allocate = true\n'
+                   'wal_max_size_bytes = 1048576\nwal_sync_method = "sync"\n')
+    assert load(cfg).ra == {"wal_pre_allocate": True, "wal_max_size_bytes": 1048576,
+                            "wal_sync_method": "sync"}
+
+
+@pytest.mark.parametrize("ra, message", [
+    ({"wal_preallocate": True}, "unknown Ra system key 'wal_preallocate'"),
+    ({"wal_pre_allocate": "yes"},
+     "Ra system key 'wal_pre_allocate' must be of type bool, got 'yes'"),
+    ({"wal_max_size_bytes": True},
+     "Ra system key 'wal_max_size_bytes' must be of type int, got True"),
+    ({"wal_sync_method": "often"},
+     "Ra system key 'wal_sync_method' is one of datasync, sync, none, got 'often'"),
+    ([1], "ra must be a table of Ra system keys, got \\[1\\]"),
+])
+def test_a_bad_ra_key_is_named(tmp_path: Path, ra: object, message: str) -> None:
+    from broker.config import ConfigError, load
+
+    cfg = tmp_path / "node.json"
+    cfg.write_text(json.dumps({"name": "a@127.0.0.1:1", "ra": ra}))
+    with pytest.raises(ConfigError, match=message):
+        load(cfg)
+
+
+def test_a_node_with_wal_pre_allocate_reserves_its_wal_file(tmp_path: Path) -> None:
+    (b,) = plan(1, tmp_path)
+    cfg = tmp_path / "n1.toml"
+    cfg.write_text(f'name = "{b.name}"\namqp-port = {b.amqp_port}\n'
+                   f'data-dir = "{b.data_dir}"\n[ra]\nwal_pre_allocate = true\n'
+                   'wal_max_size_bytes = 4194304\n')
+    try:
+        launch(b, ["--config", str(cfg)])
+        wait_ready(b)
+        (wal,) = (b.data_dir / "ra" / "wal").glob("*.wal")
+        # the metadata store's few entries, in a file as long as its (random) limit
+        assert (1 << 21) < wal.stat().st_size <= 1 << 22
+    finally:
+        stop_all([b])

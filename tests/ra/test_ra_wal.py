@@ -377,3 +377,84 @@ def test_a_batch_records_the_time_of_its_write_and_sync(node: Node, tmp_path: An
         wal.recover()
         wal.handle_batch([("append", UID, actors.self(), entries(1, 3))])
         assert len(wal.sync_ms_recent) == 1 and wal.sync_ms_recent[0] > 0.0
+
+
+# --- pre-allocation (``wal_pre_allocate``) -------------------------------------------
+
+
+def test_a_pre_allocated_file_is_as_long_as_its_limit_and_recovers_its_records(
+    node: Node, tmp_path: Any
+) -> None:
+    with node.attached():
+        stack = Stack(str(tmp_path)).start(segments=False, wal_pre_allocate=True,
+                                           wal_max_size_bytes=1 << 20)
+        me = actors.self()
+        for n in range(3):
+            ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(n * 2 + 1, n * 2 + 2))
+            next_msg()
+        (name,) = stack.wal_files()
+        path = os.path.join(stack.wal_dir, name)
+        # the first file's limit is random in (max/2, max]: the file is that long at once
+        assert (1 << 19) < os.path.getsize(path) <= 1 << 20
+        read = wal_file.read(path)
+        assert not read.torn and read.valid_bytes < 1000
+        assert [e for batch in read.batches for _, es in batch for e in es] == entries(1, 6)
+        stack.kill_wal()
+        stack.ets = type(stack.ets)()
+        stack.start(segments=False, wal_pre_allocate=True, wal_max_size_bytes=1 << 20)
+        assert view(stack) == entries(1, 6)
+        # the recovered writer continues in a new file, after the old records
+        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(7, 7))
+        assert next_msg() == written(1, [7])
+        stack.stop_all()
+
+
+def test_a_torn_record_before_the_pre_allocated_zeros_is_a_torn_tail(tmp_path: Any) -> None:
+    path = str(tmp_path / wal_file.file_name(1))
+    good = wal_file.encode([(UID, entries(1, 2))])
+    torn = wal_file.encode([(UID, entries(3, 4))])
+    with open(path, "wb") as f:
+        f.write(wal_file.HEADER + good)
+        f.write(torn[:8] + b"\xff" * (len(torn) - 8))  # length intact, payload garbage
+        f.write(bytes(4096))  # the reserved rest of the file
+    got = wal_file.read(path)
+    assert got.batches == [[(UID, entries(1, 2))]]
+    assert got.torn and got.valid_bytes == len(wal_file.HEADER) + len(good)
+
+
+def test_without_pre_allocation_the_file_grows_with_its_records(
+    node: Node, tmp_path: Any
+) -> None:
+    with node.attached():
+        stack = Stack(str(tmp_path)).start(segments=False, wal_max_size_bytes=1 << 20)
+        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 2))
+        next_msg()
+        (name,) = stack.wal_files()
+        size = os.path.getsize(os.path.join(stack.wal_dir, name))
+        assert size == len(wal_file.HEADER) + len(wal_file.encode([(UID, entries(1, 2))]))
+        stack.stop_all()
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_where_the_file_system_cannot_pre_allocate_the_wal_syncs_with_fsync(
+    node: Node, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, counted: bool
+) -> None:
+    def unsupported(fd: int, offset: int, length: int) -> None:
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    from ra.disk_store import SyncCounter
+
+    counter = SyncCounter(os.fdatasync) if counted else None
+    with node.attached():
+        wal = ra_wal.Wal(ra_wal.WalConfig(dir=str(tmp_path), wal_pre_allocate=True,
+                                          fsync=counter, segment_writer=None))
+        wal.recover()
+        try:
+            assert not wal.pre_allocate
+            if counted:
+                assert wal.fsync is counter and counter.sync is os.fsync
+            else:
+                assert wal.fsync is os.fsync
+        finally:
+            os.close(wal.fd)
