@@ -38,7 +38,10 @@ warren). Without py-spy it profiles the publisher with cProfile only: the node
 has no profiling hook, and the bench does not change how nodes are started.
 
 Usage: ``python bench/e2e.py [--seconds 10] [--warmup 2] [--phases 16b,1k,w1]
-[--rabbitmq auto|yes|no] [--amqp-url URL]... [--profile] [--py-spy PATH]``.
+[--rabbitmq auto|yes|no] [--amqp-url URL]... [--profile] [--py-spy PATH]
+[--ra KEY=VALUE]...``. ``--ra`` sets a Ra system key on both sides, warren's nodes
+(their ``ra`` table) and RabbitMQ's (Ra's application env in ``advanced.config``),
+for example ``--ra wal_pre_allocate=true``; the JSON names them (``ra``).
 The last line printed is one JSON object.
 
 Where the time goes
@@ -243,6 +246,7 @@ import pika.exceptions  # noqa: E402
 from bench import rabbitmq_local  # noqa: E402
 from bench.proc_cpu import process_cpu_s  # noqa: E402
 from harness.cluster import Cluster  # noqa: E402
+from ra.system import check_settable  # noqa: E402
 
 CLIENTS = Path(__file__).resolve().parent / "e2e_clients.py"
 
@@ -354,9 +358,10 @@ def _where(url: str) -> str:
 
 
 @contextmanager
-def warren_cluster(root: Path, nodes: int) -> Iterator[Target]:
+def warren_cluster(root: Path, nodes: int,
+                   ra: dict[str, Any] | None = None) -> Iterator[Target]:
     cluster = Cluster(root / "cluster", nodes, backend="quorum", net_ticktime=15.0,
-                      run_id="bench-e2e")
+                      run_id="bench-e2e", extra_config={"ra": dict(ra or {})})
     try:
         started = time.monotonic()
         cluster.start(timeout_s=90.0)
@@ -754,7 +759,14 @@ def main() -> int:
                         help="a further phase under py-spy (leader node and publisher)")
     parser.add_argument("--py-spy", default=None, help="py-spy executable (default: PATH)")
     parser.add_argument("--dir", default=None, help="where data dirs and logs go")
+    parser.add_argument("--ra", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Ra system setting for warren's nodes and RabbitMQ's alike "
+                             "(repeatable), such as wal_pre_allocate=true")
     args = parser.parse_args()
+    try:
+        ra = ra_settings(args.ra)
+    except ValueError as exc:
+        parser.error(f"--ra: {exc}")
     urls = [u for arg in args.amqp_url for u in arg.split(",") if u]
     by_name = {p.name: p for p in PHASES}
     try:
@@ -771,14 +783,14 @@ def main() -> int:
     profile: dict[str, Profile] = {}
     reference: dict[str, Any] | None = None
     try:
-        with (warren_cluster(root, args.nodes) if not urls
+        with (warren_cluster(root, args.nodes, ra) if not urls
               else _external(urls)) as target:
             results = measure(target, phases, args, root)
             if args.profile:
                 profile = profile_phase(target, args, root, py_spy)
         if want_rabbit:
             try:
-                with rabbit_target(root / "rabbitmq", args.nodes) as rabbit:
+                with rabbit_target(root / "rabbitmq", args.nodes, ra) as rabbit:
                     reference = {**figures(measure(rabbit, phases, args, root)),
                                  "note": rabbit.label + ", measured in this run"}
             except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
@@ -798,7 +810,7 @@ def main() -> int:
         "reference_measured_in_run": want_rabbit,
         **ratios(ours, reference),
         "window": WINDOW, "prefetch": PREFETCH, "seconds": args.seconds,
-        "warmup": args.warmup, "nodes": len(urls) or args.nodes,
+        "warmup": args.warmup, "nodes": len(urls) or args.nodes, "ra": ra,
     }
     if profile:
         out["profile_top_self"] = {k: [f"{f} {s}%" for f, s, _ in v.rows[:5]]
@@ -815,11 +827,28 @@ def main() -> int:
     return 0
 
 
+def ra_settings(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` Ra system settings: ``true`` / ``false`` are booleans, digits are
+    integers, anything else a name; checked as a warren node checks its ``ra`` table."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, text = pair.partition("=")
+        if not eq:
+            raise ValueError(f"{pair!r} is not KEY=VALUE")
+        value: Any = {"true": True, "false": False}.get(text, text)
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        out[key.strip()] = value
+    check_settable(out)
+    return out
+
+
 @contextmanager
-def rabbit_target(root: Path, nodes: int) -> Iterator[Target]:
+def rabbit_target(root: Path, nodes: int,
+                  ra: dict[str, Any] | None = None) -> Iterator[Target]:
     """A RabbitMQ cluster of `nodes` on loopback, as a target like warren's."""
     started = time.monotonic()
-    with rabbitmq_local.rabbitmq_cluster(root, nodes) as rabbit:
+    with rabbitmq_local.rabbitmq_cluster(root, nodes, ra) as rabbit:
         version = rabbit.version()
         print(f"RabbitMQ {version}: {nodes} nodes ready in "
               f"{time.monotonic() - started:.1f} s", flush=True)

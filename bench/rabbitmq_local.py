@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness import procs
 from transports.zmq_node import free_port
@@ -69,8 +70,10 @@ class RabbitNode:
 class RabbitCluster:
     """N RabbitMQ nodes on loopback; `start()` returns once they form one cluster."""
 
-    def __init__(self, root: Path, nodes: int = 3) -> None:
+    def __init__(self, root: Path, nodes: int = 3, ra: dict[str, Any] | None = None) -> None:
         self.root = root
+        #: Ra application env of every node (``advanced.config``), such as wal_pre_allocate
+        self.ra = dict(ra or {})
         self.sbin = sbin_dir()
         self.home = root / "home"
         self.cookie = secrets.token_hex(16)
@@ -94,6 +97,7 @@ class RabbitCluster:
             "RABBITMQ_CONFIG_FILE": str(node.base / "rabbitmq.conf"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(node.base / "enabled_plugins"),
             "RABBITMQ_CONF_ENV_FILE": str(node.base / "rabbitmq-env.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(node.base / "advanced.config"),
             "ERL_EPMD_ADDRESS": HOST,
         })
         return env
@@ -106,6 +110,8 @@ class RabbitCluster:
             "log.console = false\nlog.file.level = warning\n")
         (node.base / "enabled_plugins").write_text("[].\n")
         (node.base / "rabbitmq-env.conf").write_text("")
+        ra = ", ".join(f"{{{k}, {_erlang(v)}}}" for k, v in sorted(self.ra.items()))
+        (node.base / "advanced.config").write_text(f"[{{ra, [{ra}]}}].\n")
 
     def ctl(self, node: RabbitNode, *args: str, timeout_s: float = 60.0) -> str:
         out = subprocess.run([str(self.sbin / "rabbitmqctl"), "-n", node.name, *args],
@@ -197,6 +203,17 @@ class RabbitCluster:
         return out.returncode == 0
 
 
+def _erlang(value: Any) -> str:
+    """A Ra setting as an Erlang term: booleans and names are atoms, numbers numbers."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and value.isidentifier():
+        return value
+    raise ValueError(f"cannot write {value!r} as an Erlang term")
+
+
 def available() -> bool:
     try:
         sbin_dir()
@@ -206,8 +223,9 @@ def available() -> bool:
 
 
 @contextmanager
-def rabbitmq_cluster(root: Path, nodes: int = 3) -> Iterator[RabbitCluster]:
-    cluster = RabbitCluster(root, nodes)
+def rabbitmq_cluster(root: Path, nodes: int = 3,
+                     ra: dict[str, Any] | None = None) -> Iterator[RabbitCluster]:
+    cluster = RabbitCluster(root, nodes, ra)
     try:
         cluster.start()
         yield cluster
