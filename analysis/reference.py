@@ -194,6 +194,22 @@ def _fate(h: RefHistory, m: int, queue: str, ds_: list[Delivery],
     return end, past_limit or any(d.outcome == "dropped" for d in there)
 
 
+def settles(h: RefHistory) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """(queue, msg_id) -> index of its first applied settle, and -> the highest index at
+    which the queue handed it out; only messages with a settle are in the first."""
+    settled_at: dict[tuple[str, int], int] = {}
+    decided_last: dict[tuple[str, int], int] = {}
+    for r in h.rows("replica_events"):
+        if r["msg_id"] is None or r["raft_index"] is None:
+            continue
+        k = (r["queue"], r["msg_id"])
+        if r["kind"] == "settled":
+            settled_at[k] = min(settled_at.get(k, BIG), r["raft_index"])
+        elif r["kind"] in ("service_queue", "local_delivery"):
+            decided_last[k] = max(decided_last.get(k, -BIG), r["raft_index"])
+    return settled_at, decided_last
+
+
 def total_queue(h: RefHistory, p: Params) -> RefResult:
     check = "total_queue"
     ops = h.rows("client_ops")
@@ -228,6 +244,15 @@ def total_queue(h: RefHistory, p: Params) -> RefResult:
         target = h.meta.queues.get(r["queue"], {}).get("dlx_target")
         if target:
             discarded.add((r["msg_id"], target))
+    settled_at, decided_last = settles(h)
+    by_replicas = {q for q, _ in settled_at}
+    counts["client_unexplained_redeliveries"] = 0
+    for (q, m), at in sorted(settled_at.items()):
+        last = decided_last.get((q, m))
+        if last is not None and last > at:
+            counts["duplicated_beyond_redelivery"] += 1
+            violations.append(_v(check, "duplicated_beyond_redelivery", q, m, raft_index=last,
+                                 detail=f"decided at {last} after its settle at {at}"))
     for m, pub in pubs.items():
         ds_ = per_msg.get(m, [])
         oks = sum(d.outcome == "ok" for d in ds_)
@@ -236,7 +261,9 @@ def total_queue(h: RefHistory, p: Params) -> RefResult:
                             or (d.outcome == "dropped" and d.row["queue"] in dlx_queues)
                             for d in ds_)
             extra = len(ds_) - 1 - explained
-            if extra > 0:
+            if extra > 0 and pub["queue"] in by_replicas:
+                counts["client_unexplained_redeliveries"] += 1
+            elif extra > 0:
                 counts["duplicated_beyond_redelivery"] += 1
                 violations.append(_v(check, "duplicated_beyond_redelivery", pub["queue"], m,
                                      detail=str(extra)))

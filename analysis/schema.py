@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.1"  # 1.1: replica_events ready, checked_out, dlx_worker_checkout
+# 1.1: replica_events ready, checked_out, dlx_worker_checkout; 1.2: replica_events settled
+SCHEMA_VERSION = "1.2"
 SCHEMA_VERSION_KEY = b"warren.schema_version"
 SUPPORTED_MAJOR = 1
 
@@ -134,7 +135,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "replica_events": (
         "applied", "leader_elected", "leader_seen", "role_change", "service_queue",
         "local_delivery", "snapshot_taken", "snapshot_installed", "recovered",
-        "dlx_discard", "dlx_settled", "wal_batch", "dlx_worker_checkout",
+        "dlx_discard", "dlx_settled", "wal_batch", "dlx_worker_checkout", "settled",
     ),
     "flow_events": (
         "credit_blocked", "credit_unblocked", "soft_limit_on", "soft_limit_off",

@@ -86,6 +86,10 @@ class _Gen:
                       cmd_digest=digest, state_digest=digest ^ 0x5A5A, msg_id=msg_id,
                       ready=0, checked_out=self.checked_out[queue],
                       ts_ns=self.t + NODES.index(n) * 100_000)
+            if cmd == "settle":
+                self.emit("replica_events", n, f"{n}/ra/{queue}", "settled", queue=queue,
+                          server=server, raft_term=term, raft_index=i, msg_id=msg_id,
+                          ts_ns=self.t + NODES.index(n) * 100_000)
         return i
 
     def elect(self, queue: str, node: str) -> None:
@@ -290,6 +294,19 @@ def _inject(g: _Gen, anomalies: tuple[str, ...], delivered: list[Any],
     if "duplicate" in anomalies and plain:
         q, c, m, _tag, s = rnd.choice(plain)
         g.tick()
+        # the queue hands the settled message out again while applying a later command
+        idx = g.apply(q, "checkout")
+        g.checked_out[q] += 1
+        sender = f"{q}@{c.node if c.node in NODES else g.leader[q].split('@')[1]}"
+        for n in NODES:
+            g.emit("replica_events", n, f"{n}/ra/{q}", "service_queue", queue=q,
+                   server=f"{q}@{n}", raft_index=idx, msg_id=m, consumer_key=c.key,
+                   consumer_node=c.node, attempt=0, raft_term=g.term[q])
+        g.emit("replica_events", sender.split("@")[1], f"{sender.split('@')[1]}/ra/{q}",
+               "local_delivery", queue=q, server=sender,
+               role="leader" if g.leader[q] == sender else "follower", msg_id=m,
+               consumer_key=c.key, consumer_node=c.node, attempt=0, raft_index=idx)
+        g.tick()
         g.tags[(c.conn, c.channel)] += 1
         tag = g.tags[(c.conn, c.channel)]
         g.client(c.conn, "deliver", channel_id=c.channel, queue=q, consumer_tag=c.tag,
@@ -297,6 +314,7 @@ def _inject(g: _Gen, anomalies: tuple[str, ...], delivered: list[Any],
                  redelivered=True, pub_seq=s)
         g.tick()
         g.client(c.conn, "ack", channel_id=c.channel, queue=q, msg_id=m, delivery_tag=tag)
+        g.apply(q, "settle", m)
         truth["duplicated_beyond_redelivery"].add(m)
         if c.key not in _sent_keys(rep, m):
             truth["orphan_delivery"].add(m)

@@ -151,7 +151,7 @@ class QueueMachine:
         return self.inner.overview(s)
 
     def apply(self, meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState) -> tuple[Any, ...]:
-        before = replica_trace.before_apply(s) if trace.enabled() else None
+        before = replica_trace.before_apply(s, cmd) if trace.enabled() else None
         state, reply, effects = ra_machine.normalise_apply_result(self.inner.apply(meta, cmd, s))
         if before is not None:
             replica_trace.applied(meta, cmd, state, before)

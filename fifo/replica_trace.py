@@ -14,7 +14,7 @@ with the fields of the history schema:
   queue is read;
 * ``service_queue`` for each message handed to a consumer while applying (the
   same decisions on every member), ``local_delivery`` when this member really
-  sent it;
+  sent it, ``settled`` for each message a consumer's settle removed;
 * ``recovered``, ``role_change``, ``leader_elected``, ``snapshot_installed``,
   ``snapshot_taken``;
 * ``dlx_discard`` / ``dlx_settled`` for messages entering and leaving the
@@ -53,10 +53,11 @@ import actors
 from actors import trace
 from actors.wire import frozen_init
 from fifo import mc
-from fifo.commands import get_msg
+from fifo.commands import Settle, get_msg
+from fifo.consumers import consumer_key_from_id
 from fifo.delivery import messages_ready
 from fifo.msg import Msg, get_header, msg_header, msg_idx
-from fifo.records import RabbitFifoState, erl_sorted
+from fifo.records import Consumer, RabbitFifoState, erl_sorted
 from ra.state import ServerState
 from ra.types import NOOP, RA_CLUSTER, RA_CLUSTER_CHANGE, USR
 
@@ -379,10 +380,12 @@ def _server_state() -> ServerState | None:
 @frozen_init
 @dataclass(frozen=True, slots=True)
 class Before:
-    """What an apply is compared with: consumers' next msg ids and the dead-letter backlog."""
+    """What an apply is compared with: consumers' next msg ids, the dead-letter backlog,
+    and for a settle the consumer and the messages it held of those named."""
 
     next_ids: dict[Hashable, int]
     dlx: dict[int, str] | None
+    settling: tuple[Consumer, dict[int, Msg]] | None = None
 
 
 def _dlx_backlog(s: RabbitFifoState) -> dict[int, str] | None:
@@ -394,8 +397,20 @@ def _dlx_backlog(s: RabbitFifoState) -> dict[int, str] | None:
     return out
 
 
-def before_apply(s: RabbitFifoState) -> Before:
-    return Before({k: c.next_msg_id for k, c in s.consumers.items()}, _dlx_backlog(s))
+def before_apply(s: RabbitFifoState, cmd: Any = None) -> Before:
+    return Before({k: c.next_msg_id for k, c in s.consumers.items()}, _dlx_backlog(s),
+                  _settling(s, cmd))
+
+
+def _settling(s: RabbitFifoState, cmd: Any) -> tuple[Consumer, dict[int, Msg]] | None:
+    if not isinstance(cmd, Settle):
+        return None
+    key = consumer_key_from_id(cmd.consumer_key, s)
+    c = None if key is None else s.consumers.get(key)
+    if c is None:
+        return None
+    held = {i: c.checked_out[i] for i in cmd.msg_ids if i in c.checked_out}
+    return (c, held) if held else None
 
 
 def applied(meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState, before: Before) -> None:
@@ -419,6 +434,8 @@ def applied(meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState, before: Befor
     r.emit("applied", raft_term=term, raft_index=idx, cmd_type=cmd_type(cmd),
            cmd_digest=digest(cmd), msg_id=msg_id, **_counts(s), **extra)
     _decisions(r, srv, s, before, idx, term)
+    if before.settling is not None:
+        _settled(r, srv, s, before.settling, idx, term)
     if before.dlx is not None:
         _dead_letters(r, srv, s, before.dlx, idx, term)
 
@@ -493,6 +510,22 @@ def _decisions(r: _Replica, srv: ServerState | None, s: RabbitFifoState, before:
             r.emit("service_queue", raft_term=term, raft_index=idx, msg_id=msg_id,
                    consumer_key=ckey, consumer_node=cnode, attempt=attempt,
                    delivery_id=cmid)
+
+
+def _settled(r: _Replica, srv: ServerState | None, s: RabbitFifoState,
+             settling: tuple[Consumer, dict[int, Msg]], idx: int, term: Any) -> None:
+    """``settled`` for each message this settle took from its consumer: from this index
+    on the queue must never hand it out again (spec 4.1, the replica form of
+    ``duplicated_beyond_redelivery``)."""
+    c, held = settling
+    after = next((x for x in s.consumers.values() if x.cfg.pid == c.cfg.pid
+                  and x.cfg.tag == c.cfg.tag), None)
+    still = after.checked_out if after is not None else {}
+    ckey = r.keys.get((c.cfg.pid, c.cfg.tag)) or _consumer_key(c.cfg.tag, c.cfg.pid, c.cfg.meta)
+    for cmid, m in held.items():
+        if cmid not in still:
+            r.emit("settled", raft_term=term, raft_index=idx,
+                   msg_id=_msg_id_at(r, srv, msg_idx(m)), consumer_key=ckey, delivery_id=cmid)
 
 
 def _dead_letters(r: _Replica, srv: ServerState | None, s: RabbitFifoState,

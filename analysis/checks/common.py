@@ -266,7 +266,10 @@ def deliveries(h: History, p: Params) -> DataFrame:
 
 
 #: the replica rows a run records by the million; every other kind is rare
-BULK_REPLICA_KINDS = ("applied", "service_queue", "local_delivery")
+#: the replica rows of a log index: what was applied, decided and sent there
+INDEX_KINDS = ("applied", "service_queue", "local_delivery")
+#: the replica rows there are several of per message (the rest are rare)
+BULK_REPLICA_KINDS = (*INDEX_KINDS, "settled")
 
 
 #: the columns of `rare_replica_rows`: every one a check or the metrics read from them
@@ -293,6 +296,25 @@ def enqueue_pos(h: History) -> DataFrame:
             .where((F.col("kind") == "applied") & (F.col("cmd_type") == "enqueue")
                    & F.col("msg_id").isNotNull())
             .groupBy("queue", "msg_id").agg(F.min("raft_index").alias("pos")))
+
+
+def settles(h: History) -> DataFrame:
+    """(queue, msg_id, settled_at, decided_last): for each message a consumer's settle
+    removed from a queue, the index of its first applied settle and the highest index at
+    which the queue handed it out (`service_queue` or `local_delivery`, on any member).
+    A message decided after its settle was delivered beyond redelivery (spec 4.1, the
+    replica form); every member records both, so one member's lost rows hide nothing."""
+    def build() -> DataFrame:
+        kind = F.col("kind")
+        settled = kind == "settled"
+        return (h["replica_events"]
+                .where(kind.isin("settled", "service_queue", "local_delivery")
+                       & F.col("msg_id").isNotNull())
+                .groupBy("queue", "msg_id")
+                .agg(F.min(F.when(settled, F.col("raft_index"))).alias("settled_at"),
+                     F.max(F.when(~settled, F.col("raft_index"))).alias("decided_last"))
+                .where(F.col("settled_at").isNotNull()))
+    return h.cached("settles", build)
 
 
 def dark_intervals(h: History) -> DataFrame:
@@ -486,7 +508,7 @@ def _index_summary(h: History) -> DataFrame:
     k_applied, k_decided, k_sent = 0, 1, 2
     applied_row, decided_row = kind == "applied", kind == "service_queue"
     member = F.col("member")
-    rows = (h["replica_events"].where(kind.isin(*BULK_REPLICA_KINDS))
+    rows = (h["replica_events"].where(kind.isin(*INDEX_KINDS))
             .transform(lambda rows: member_at(rows, h))
             .select(*idx,
                     F.when(applied_row, k_applied).when(decided_row, k_decided)
@@ -599,7 +621,7 @@ def per_index(h: History) -> DataFrame:
 def _per_index(h: History) -> DataFrame:
     rep = h["replica_events"]
     kind = F.col("kind")
-    rows = rep.where(kind.isin(*BULK_REPLICA_KINDS))
+    rows = rep.where(kind.isin(*INDEX_KINDS))
     suspects = index_summary(h).where(F.col("suspect")).select(*IDX)
     n = suspects.count()
     if n == 0:  # a clean log: nothing to gather (the empty plan reads no file)

@@ -1,8 +1,13 @@
 """Jepsen's total-queue check adapted to AMQP (spec 4.1).
 
 Every confirmed message must be settled-ok somewhere once the queues are drained;
-nothing may be delivered that was never published; and every delivery after a
-message's first must be explained by a return or by an ack that may have been lost.
+nothing may be delivered that was never published; and no message may be delivered
+again beyond redelivery. Where the queue's members recorded their settles, that is
+judged by the replicas (the authoritative form): the queue must never hand a message
+out at an index above the index of its applied settle. Elsewhere (histories without
+`settled` rows) every delivery after a message's first must be explained by a return
+or by an ack that may have been lost; for replica-judged queues that client figure is
+still counted (`client_unexplained_redeliveries`, info).
 Message ids are unique per run, so a DLX source and its target are checked together:
 a message is followed along its dead-letter chain (a `dlx_discard` from a queue, or a
 delivery from its target, moves it on) and judged in the last queue it reached. There
@@ -26,7 +31,9 @@ from analysis.checks.common import (
     count_rows,
     deliveries,
     lit_map,
+    no_violations,
     rare_replica_rows,
+    settles,
     total,
     vrows,
 )
@@ -41,7 +48,15 @@ DELIVERY = ("queue", "outcome_d", "ambiguous", "delivery_count", "body_digest", 
 def run(h: History, p: Params) -> CheckResult:
     msgs = h.cached(f"total_queue/{p.ack_grace_ns}", lambda: _messages(h, p))
     drained = h.drained
-    dup = F.col("has_pub") & (F.col("k") > 0) & (F.col("extra") > 0)
+    settled = settles(h) if h.has("replica_events") else None
+    # queues whose members recorded settles are judged by the replica form; the client
+    # form's figure for them stays as an info count
+    per_queue = ([] if settled is None else settled.groupBy("queue").agg(
+        total(F.col("decided_last") > F.col("settled_at")).alias("late")).collect())
+    by_replicas = sorted(r["queue"] for r in per_queue)
+    unexplained = F.col("has_pub") & (F.col("k") > 0) & (F.col("extra") > 0)
+    replica_judged = F.col("pub_queue").isin(by_replicas) if by_replicas else F.lit(False)
+    dup = unexplained & ~replica_judged
     lost = F.col("has_pub") & F.lit(drained) & F.col("conf") & (F.col("oks") == 0) \
         & ~F.col("dropped")
     lost_kind = F.when(F.col("k_end") > 0, "lost_delivered_never_acked") \
@@ -54,6 +69,7 @@ def run(h: History, p: Params) -> CheckResult:
         .unionByName(vrows(msgs.where(dup), CHECK, "duplicated_beyond_redelivery",
                            queue=F.col("pub_queue"), msg_id=F.col("msg_id"),
                            detail=F.col("extra")))
+        .unionByName(_decided_after_settle(settled, h))
         .unionByName(vrows(msgs.where(lost), CHECK, lost_kind, queue=F.col("end_queue"),
                            msg_id=F.col("msg_id"),
                            detail=F.when(F.col("end_queue") != F.col("pub_queue"),
@@ -69,6 +85,7 @@ def run(h: History, p: Params) -> CheckResult:
         attempted=total(pub), confirmed=total(conf), nacked=total(nack),
         settled_ok=total(ok), duplicated=total(pub & (F.col("oks") > 1)),
         duplicated_beyond_redelivery=total(dup),
+        client_unexplained_redeliveries=total(unexplained & replica_judged),
         recovered_nacked=total(ok & ~F.col("conf") & F.col("nack")),
         recovered_indeterminate=total(ok & ~F.col("conf") & ~F.col("nack")),
         lost=total(lost),
@@ -79,11 +96,25 @@ def run(h: History, p: Params) -> CheckResult:
         deliveries=F.sum("n_deliveries"), unexpected=F.sum(F.size("bad")),
     )
     counts["indeterminate"] = counts["attempted"] - counts["confirmed"] - counts["nacked"]
+    counts["duplicated_beyond_redelivery"] += sum(r["late"] or 0 for r in per_queue)
     status, note = model.total_queue_status(counts, drained, h.meta.drain_expected)
     # the violation rows: one per bad delivery, per duplicated and per lost message
     n = counts["unexpected"] + counts["duplicated_beyond_redelivery"] + counts["lost"]
     return CheckResult(CHECK, status, counts["attempted"], violations, counts, note,
                        violation_count=n)
+
+
+def _decided_after_settle(settled: DataFrame | None, h: History) -> DataFrame:
+    """The replica form's violations: a message the queue handed out again at an index
+    above its settle's (detail: both indexes)."""
+    if settled is None:
+        return no_violations(h)
+    late = settled.where(F.col("decided_last") > F.col("settled_at"))
+    return vrows(late, CHECK, "duplicated_beyond_redelivery", queue=F.col("queue"),
+                 msg_id=F.col("msg_id"), raft_index=F.col("decided_last"),
+                 detail=F.concat(F.lit("decided at "), F.col("decided_last").cast("string"),
+                                 F.lit(" after its settle at "),
+                                 F.col("settled_at").cast("string")))
 
 
 def _messages(h: History, p: Params) -> DataFrame:

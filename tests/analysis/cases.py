@@ -222,6 +222,66 @@ def duplicate_beyond_redelivery(b: Builder) -> tuple[list[Violation], dict[str, 
     return [b.v(TQ, "duplicated_beyond_redelivery", "q", 1, detail="2")], {TQ: "fail"}
 
 
+def _replicated(b: Builder, queue: str, idx: int, cmd: str, m: int, decide_for: str | None = None,
+                attempt: int = 0) -> None:
+    """Members n1 and n2 apply `cmd` at `idx`; a settle records `settled` for `m`, and
+    `decide_for` (a consumer connection) gets `m` there, sent by n2, the consumer's node."""
+    b.applied(queue, idx, cmd, m if cmd == "enqueue" else None, nodes=("n1", "n2"))
+    for n in ("n1", "n2"):
+        if cmd == "settle":
+            b.rep("settled", queue, n, raft_index=idx, msg_id=m, consumer_key=b.ckey("c"))
+        if decide_for is not None:
+            b.rep("service_queue", queue, n, raft_index=idx, msg_id=m, attempt=attempt,
+                  consumer_key=b.ckey(decide_for), consumer_node="n2")
+    if decide_for is not None:
+        b.rep("local_delivery", queue, "n2", raft_index=idx, msg_id=m, attempt=attempt,
+              consumer_key=b.ckey(decide_for))
+
+
+@case
+def settled_message_decided_again_is_duplicated(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    """The replica form: once the settle of a message is applied, the queue must never
+    hand it out again. The client's view of the same deliveries is only counted."""
+    q = b.q("sd")
+    b.open("p"), b.open("c")
+    b.rep("leader_elected", "sd", "n1", raft_term=1, leader=f"{q}@n1")
+    b.publish("sd", 1)
+    _replicated(b, "sd", 1, "enqueue", 1, decide_for="c")
+    t = b.deliver("sd", 1)
+    b.settle("ack", "sd", 1, t)
+    _replicated(b, "sd", 2, "settle", 1)
+    _replicated(b, "sd", 3, "checkout", 1, decide_for="c")  # handed out again
+    t = b.deliver("sd", 1, redelivered=True)
+    b.settle("ack", "sd", 1, t)
+    _replicated(b, "sd", 4, "settle", 1)
+    b.drain()
+    return [b.v(TQ, "duplicated_beyond_redelivery", "sd", 1, raft_index=3,
+                detail="decided at 3 after its settle at 2")], \
+        {TQ: "fail", "local_delivery": "pass", "replica_determinism": "pass"}
+
+
+@case
+def an_ack_the_queue_never_settled_explains_the_redelivery(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    """The client acked, but the settle never reached the log (its channel went down),
+    so the queue returned the message and handed it out again: legal for the replicas,
+    though the client alone cannot tell it from a duplicate."""
+    q = b.q("su")
+    b.open("p"), b.open("c"), b.open("d")
+    b.rep("leader_elected", "su", "n1", raft_term=1, leader=f"{q}@n1")
+    b.publish("su", 1)
+    _replicated(b, "su", 1, "enqueue", 1, decide_for="c")
+    t = b.deliver("su", 1)
+    b.settle("ack", "su", 1, t)
+    _replicated(b, "su", 2, "down", 1, decide_for="d", attempt=1)
+    t = b.deliver("su", 1, conn="d", redelivered=True, count=1)
+    b.settle("ack", "su", 1, t, conn="d")
+    _replicated(b, "su", 3, "settle", 1)
+    b.drain()
+    return [], {TQ: "pass", "local_delivery": "pass", "replica_determinism": "pass"}
+
+
 @case
 def dead_lettered_drop_explains_second_delivery(
         b: Builder) -> tuple[list[Violation], dict[str, str]]:

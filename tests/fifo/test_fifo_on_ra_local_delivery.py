@@ -43,8 +43,14 @@ class Record:
     dlx_sends: list[tuple[str, Any]] = field(default_factory=list)
     #: (node, kind, index, members) of the rows that say who the members are
     memberships: list[tuple[str, str, Any, Any]] = field(default_factory=list)
+    #: (node, index, consumer key, delivery id) of the `settled` rows
+    settles: list[tuple[str, Any, Any, Any]] = field(default_factory=list)
 
     def sink(self, kind: str, fields: dict[str, Any]) -> None:
+        if kind == "settled":
+            self.settles.append((fields["node"], fields["raft_index"],
+                                 fields["consumer_key"].rsplit("/", 1)[-1],
+                                 fields["delivery_id"]))
         if kind == "leader_elected" or fields.get("cmd_type") == "cluster_change":
             self.memberships.append((fields["node"], kind, fields.get("raft_index"),
                                      fields.get("members")))
@@ -218,6 +224,11 @@ def test_each_delivery_is_sent_by_the_member_on_the_consumers_node_even_after_fa
     assert bodies(seen, c2) == [b"m2"]
     assert q.record.sends == [(q.a, c1, "c1", [0]), (q.c, c2, "c2", [0]), (q.a, c1, "c1", [1])]
     assert not any(node == q.b for node, *_ in q.record.sends)
+    # A and C each record the three settles, at the same indexes
+    by_node = {n: [(i, tag, d) for node, i, tag, d in q.record.settles if node == n]
+               for n in (q.a, q.c)}
+    assert sorted((tag, d) for _, tag, d in by_node[q.a]) == [("c1", 0), ("c1", 1), ("c2", 0)]
+    assert sorted(by_node[q.a]) == sorted(by_node[q.c])
     compared = q.record.assert_replicas_agree([q.a, q.b, q.c])
     assert compared >= 8
     last = max(q.record.views)

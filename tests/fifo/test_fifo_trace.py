@@ -17,7 +17,7 @@ import pytest
 import actors
 from actors import Node, trace
 from fifo import replica_trace
-from fifo.commands import make_checkout, make_enqueue, make_return
+from fifo.commands import make_checkout, make_enqueue, make_return, make_settle
 from fifo.mc import BasicMessage
 from fifo.ra_glue import QueueMachine, machine_config
 from fifo.replica_trace import canonical, cmd_type, digest, replica_view
@@ -119,6 +119,42 @@ def test_a_returned_message_is_decided_again_with_the_next_attempt(rows: list[Ro
     assert decided == [(2, 7, 0, 0, f"{me!r}//t"), (3, 7, 1, 1, f"{me!r}//t")]
     assert [f["cmd_type"] for k, f in rows if k == "applied"] == ["enqueue", "checkout",
                                                                   "return"]
+
+
+def test_a_settle_records_each_message_it_took_from_its_consumer(rows: list[Row]) -> None:
+    m = QueueMachine(machine_config("q1", QNAME))
+    s = m.init({})
+    me = actors.self()
+    s, _r, _fx = m.apply(meta(1), make_checkout(("t", me), ("auto", ("simple_prefetch", 5)),
+                                                {"ack": True}), s)
+    for i, msg_id in enumerate((7, 8, 9), start=2):
+        s, _r, _fx = m.apply(meta(i), make_enqueue(None, None, message(msg_id)), s)
+    key = next(iter(s.consumers))
+    # delivery ids 0 and 2 (messages 7 and 9); 5 was never handed out
+    s, _r, _fx = m.apply(meta(5), make_settle(key, [0, 2, 5]), s)
+    # settling 0 again takes nothing: no row
+    s, _r, _fx = m.apply(meta(6), make_settle(key, [0]), s)
+
+    settled = [(f["raft_index"], f["msg_id"], f["delivery_id"], f["consumer_key"])
+               for k, f in rows if k == "settled"]
+    assert settled == [(5, 7, 0, f"{me!r}//t"), (5, 9, 2, f"{me!r}//t")]
+    assert [f["cmd_type"] for k, f in rows if k == "applied"][-2:] == ["settle", "settle"]
+
+
+def test_a_returned_message_is_not_settled(rows: list[Row]) -> None:
+    m = QueueMachine(machine_config("q1", QNAME))
+    s = m.init({})
+    me = actors.self()
+    s, _r, _fx = m.apply(meta(1), make_enqueue(None, None, message(7)), s)
+    s, _r, _fx = m.apply(meta(2), make_checkout(("t", me), ("auto", ("simple_prefetch", 1)),
+                                                {"ack": True}), s)
+    key = next(iter(s.consumers))
+    s, _r, _fx = m.apply(meta(3), make_return(key, [0]), s)
+    # delivery id 0 went back to the queue; the settle names what the consumer no longer has
+    s, _r, _fx = m.apply(meta(4), make_settle(key, [0]), s)
+    assert [f for k, f in rows if k == "settled"] == []
+    s, _r, _fx = m.apply(meta(5), make_settle(key, [1]), s)
+    assert [(f["raft_index"], f["msg_id"]) for k, f in rows if k == "settled"] == [(5, 7)]
 
 
 def test_state_digests_are_taken_every_k_indexes(rows: list[Row]) -> None:
