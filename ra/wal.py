@@ -415,6 +415,8 @@ class Wal:
         self.fd = -1
         self._pool.apply(self._save_writers)
         self._hand_over(self.file_no, self.file_uids)
+        # only the first file after a start has a random limit, as in Ra
+        self.limit = self.cfg.wal_max_size_bytes
         self._open_next()
 
     def _hand_over(self, file_no: int, uids: set[str]) -> None:
