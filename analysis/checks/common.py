@@ -265,10 +265,10 @@ def deliveries(h: History, p: Params) -> DataFrame:
     return h.cached(f"deliveries/{p.ack_grace_ns}", lambda: _deliveries(h, p))
 
 
-#: the replica rows a run records by the million; every other kind is rare
 #: the replica rows of a log index: what was applied, decided and sent there
 INDEX_KINDS = ("applied", "service_queue", "local_delivery")
-#: the replica rows there are several of per message (the rest are rare)
+#: the replica rows a run records by the million (several per message); every other
+#: kind is rare
 BULK_REPLICA_KINDS = (*INDEX_KINDS, "settled")
 
 
