@@ -172,6 +172,19 @@ against 2.02-2.16 ms in five of six alternated pairs, but 0.13 of a core more on
 leader and, at window 256, 5-12 % fewer msg/s and p99 55-84 against 32-38 ms; lone
 entries only on the pool: 2.08-2.12 against 2.00-2.06 ms. Neither was kept. Two runs
 of the same code differ by up to 5 % here.
+Three more default runs on that machine: 11,073 / 11,520 / 12,140 msg/s at 16 B
+against 12,988 / 12,590 / 13,554, window-1 p50 2.16 / 2.13 / 2.22 ms against 1.06 /
+0.97 / 1.12 ms (2.05 / 2.19 / 1.98 times), consumer 6,833 / 7,181 / 7,476 against
+11,928 / 10,952 / 11,554 msg/s. With ``--ra wal_pre_allocate=true`` (both brokers):
+window-1 p50 2.13 / 2.09 ms against 1.00 / 1.00 ms (2.14 / 2.10 times); warren alone
+gained 2.19 / 2.25 / 2.16 -> 1.99 / 2.22 / 2.10 ms in three alternated pairs, but
+RabbitMQ gains as much, so Ra's default (off) stays. A node hub that polls for 0.5 or
+1 ms after each burst of work instead of sleeping at once (as Erlang's schedulers
+busy-wait): window-1 p50 2.28 / 2.38 / 2.21 (0.5 ms) and 2.12 / 2.29 / 2.93 (1 ms)
+against 2.11-2.32 ms, 0.05-0.14 of a core more per node: with three nodes and two
+clients on two cores the polling takes the core another process needed; not kept.
+A consumer on the leader's node instead of a follower's: 9,076 / 9,157 against
+7,191 / 7,720 msg/s (two pairs).
 Earlier figures, from the machine the fixed reference comes from:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
