@@ -60,11 +60,13 @@ def test_no_java_means_no_archive(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_session_maps_the_archive_only_when_it_exists(cache: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     assert jvm_archive.java_options() is None
-    assert "spark.driver.extraJavaOptions" not in spark.default_conf("local[2]")
+    assert "SharedArchiveFile" not in spark.default_conf("local[2]")[
+        "spark.driver.extraJavaOptions"]
     path = _fake_archive()
     options = jvm_archive.java_options()
     assert options is not None and f"-XX:SharedArchiveFile={path}" in options
-    assert spark.default_conf("local[2]")["spark.driver.extraJavaOptions"] == options
+    assert spark.default_conf("local[2]")["spark.driver.extraJavaOptions"] \
+        == f"{spark.LARGE_JIT_OPTIONS} {options}"
     small = spark.default_conf("local[2]", expected_rows=1000)["spark.driver.extraJavaOptions"]
     assert small == f"{spark.QUICK_JIT_OPTIONS} {options}"
     assert "spark.driver.extraJavaOptions" not in spark.default_conf("spark://h:7077")
