@@ -29,10 +29,12 @@ QUICK_JIT_MAX_ROWS = 3_000_000
 QUICK_JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 #: for larger histories: a method goes to the optimising compiler only after 20 times
 #: HotSpot's default invocations (8 times its compile threshold, 25 times its loop
-#: back-edges). Spark generates new classes for every query; most run too briefly to
-#: repay an optimising compile, while the hot loops still get one
-LARGE_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=100000 -XX:Tier4CompileThreshold=120000 "
-                     "-XX:Tier4BackEdgeThreshold=1000000")
+#: back-edges): Spark generates new classes for every query, most of which run too
+#: briefly to repay an optimising compile, while the hot loops still get one. And the
+#: parallel collector rather than G1, whose write barriers and concurrent threads cost
+#: a batch job on two cores more than its shorter pauses are worth
+LARGE_JVM_OPTIONS = ("-XX:Tier4InvocationThreshold=100000 -XX:Tier4CompileThreshold=120000 "
+                     "-XX:Tier4BackEdgeThreshold=1000000 -XX:+UseParallelGC")
 
 
 class JavaMissing(RuntimeError):
@@ -76,10 +78,12 @@ def default_conf(master: str, local_dir: str | None = None,
     alone cuts that analysis by a quarter; from some millions of rows on it gains
     nothing (10M events: 256 s against 259 s, its code cache raised so that it does not
     fill up), so large or unknown histories keep both compilers, with a later hand-over
-    to the optimising one (`LARGE_JIT_OPTIONS`): at 10M events on 2 cores, four
-    alternated pairs took 62.3-66.3 s against 67.7-69.2 s, the compilers' CPU down from
-    44 to 32-34 s and Spark's tasks unchanged. Five times the default (instead of 20)
-    saved less (66.3 s), 60 times more lost it (69.9 s: tasks up from 60 to 80 s).
+    to the optimising one, and the parallel collector (`LARGE_JVM_OPTIONS`): at 10M
+    events on 2 cores the later hand-over took 62.3-66.3 s against 67.7-69.2 s in four
+    alternated pairs (the compilers' CPU down from 44 to 32-34 s, Spark's tasks
+    unchanged; five times the default instead of 20 saved less, 60 times lost it), and
+    with it the parallel collector 53.1-59.6 s against G1's 61.4-63.9 s (three rounds,
+    alternated with the serial collector: 53.6-66.5 s).
 
     A local driver JVM also maps the class archive of `analysis.jvm_archive` when one
     was built for this Java and Spark (`warren spark-archive`).
@@ -112,7 +116,7 @@ def default_conf(master: str, local_dir: str | None = None,
         if expected_rows is not None and expected_rows <= QUICK_JIT_MAX_ROWS:
             options.append(QUICK_JIT_OPTIONS)
         else:
-            options.append(LARGE_JIT_OPTIONS)
+            options.append(LARGE_JVM_OPTIONS)
         archive = jvm_archive.java_options()
         if archive:
             options.append(archive)

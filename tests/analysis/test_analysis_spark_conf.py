@@ -26,10 +26,11 @@ def test_a_small_history_gets_the_quick_jit() -> None:
 def test_a_large_or_unknown_history_keeps_both_compilers_with_a_later_hand_over() -> None:
     big = spark.default_conf("local[2]", expected_rows=spark.QUICK_JIT_MAX_ROWS + 1)
     unknown = spark.default_conf("local[2]")
-    assert big["spark.driver.extraJavaOptions"] == spark.LARGE_JIT_OPTIONS
-    assert unknown["spark.driver.extraJavaOptions"] == spark.LARGE_JIT_OPTIONS
-    assert "TieredStopAtLevel" not in spark.LARGE_JIT_OPTIONS
-    assert "-XX:Tier4InvocationThreshold=100000" in spark.LARGE_JIT_OPTIONS
+    assert big["spark.driver.extraJavaOptions"] == spark.LARGE_JVM_OPTIONS
+    assert unknown["spark.driver.extraJavaOptions"] == spark.LARGE_JVM_OPTIONS
+    assert "TieredStopAtLevel" not in spark.LARGE_JVM_OPTIONS
+    assert "-XX:Tier4InvocationThreshold=100000" in spark.LARGE_JVM_OPTIONS
+    assert "-XX:+UseParallelGC" in spark.LARGE_JVM_OPTIONS
 
 
 def test_a_cluster_session_is_left_alone() -> None:
