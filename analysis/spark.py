@@ -30,11 +30,13 @@ QUICK_JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 #: for larger histories: a method goes to the optimising compiler only after 20 times
 #: HotSpot's default invocations (8 times its compile threshold, 25 times its loop
 #: back-edges): Spark generates new classes for every query, most of which run too
-#: briefly to repay an optimising compile, while the hot loops still get one. And the
-#: parallel collector rather than G1, whose write barriers and concurrent threads cost
-#: a batch job on two cores more than its shorter pauses are worth
-LARGE_JVM_OPTIONS = ("-XX:Tier4InvocationThreshold=100000 -XX:Tier4CompileThreshold=120000 "
-                     "-XX:Tier4BackEdgeThreshold=1000000 -XX:+UseParallelGC")
+#: briefly to repay an optimising compile, while the hot loops still get one
+LARGE_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=100000 -XX:Tier4CompileThreshold=120000 "
+                     "-XX:Tier4BackEdgeThreshold=1000000")
+#: every local driver JVM: the parallel collector rather than G1, whose write barriers
+#: and concurrent threads cost a batch job on few cores more than its shorter pauses
+#: are worth
+GC_OPTIONS = "-XX:+UseParallelGC"
 
 
 class JavaMissing(RuntimeError):
@@ -78,12 +80,13 @@ def default_conf(master: str, local_dir: str | None = None,
     alone cuts that analysis by a quarter; from some millions of rows on it gains
     nothing (10M events: 256 s against 259 s, its code cache raised so that it does not
     fill up), so large or unknown histories keep both compilers, with a later hand-over
-    to the optimising one, and the parallel collector (`LARGE_JVM_OPTIONS`): at 10M
-    events on 2 cores the later hand-over took 62.3-66.3 s against 67.7-69.2 s in four
-    alternated pairs (the compilers' CPU down from 44 to 32-34 s, Spark's tasks
-    unchanged; five times the default instead of 20 saved less, 60 times lost it), and
-    with it the parallel collector 53.1-59.6 s against G1's 61.4-63.9 s (three rounds,
-    alternated with the serial collector: 53.6-66.5 s).
+    to the optimising one (`LARGE_JIT_OPTIONS`): at 10M events on 2 cores, 62.3-66.3 s
+    against 67.7-69.2 s in four alternated pairs (the compilers' CPU down from 44 to
+    32-34 s, Spark's tasks unchanged; five times the default instead of 20 saved less,
+    60 times lost it). Every local driver JVM collects with the parallel collector
+    (`GC_OPTIONS`): at 10M, with the later hand-over, 53.1-59.6 s against G1's
+    61.4-63.9 s (three rounds, alternated with the serial collector: 53.6-66.5 s); at
+    50k events, with the quick JIT, 16.3-17.5 s against 17.7-18.5 s (three pairs).
 
     A local driver JVM also maps the class archive of `analysis.jvm_archive` when one
     was built for this Java and Spark (`warren spark-archive`).
@@ -116,7 +119,8 @@ def default_conf(master: str, local_dir: str | None = None,
         if expected_rows is not None and expected_rows <= QUICK_JIT_MAX_ROWS:
             options.append(QUICK_JIT_OPTIONS)
         else:
-            options.append(LARGE_JVM_OPTIONS)
+            options.append(LARGE_JIT_OPTIONS)
+        options.append(GC_OPTIONS)
         archive = jvm_archive.java_options()
         if archive:
             options.append(archive)

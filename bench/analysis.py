@@ -47,10 +47,11 @@ compiler alone (`-XX:-TieredCompilation`): 75.9 s; whole-stage code generation o
 work at 10M more than halved. With the `settled` rows of schema 1.2 (a message now
 makes about 21.3 events, not 17.4) and the replica form of the duplicate check, same
 machine: 50k events 19.2 s, 10M 72.4 s (checks 66.6), JVM CPU 135.6 s (tasks 61.8,
-JIT 45.5). Then with `analysis.spark.LARGE_JVM_OPTIONS` (a later hand-over to the
-optimising compiler, the parallel collector): 50k events 20.2 s (its quick JIT is
-unchanged), 10M 64.0 s (session 3.2, load 1.9, checks 58.9), peak RSS 2.4 GB, JVM CPU
-115.6 s (tasks 62.6, JIT 29.8, GC 4.0, other 19.1). Tried with them and not kept, one
+JIT 45.5). Then with a later hand-over to the optimising compiler and the parallel
+collector (`analysis.spark.LARGE_JIT_OPTIONS`, `GC_OPTIONS`; the 50k run, with its
+quick JIT, still had G1): 50k events 20.2 s, 10M 64.0 s (session 3.2, load 1.9,
+checks 58.9), peak RSS 2.4 GB, JVM CPU 115.6 s (tasks 62.6, JIT 29.8, GC 4.0, other
+19.1). Tried with them and not kept, one
 JVM each on the same 10M history: shuffle compression off 62.8 s against 61.9 s; a
 young generation as large as the old (`-XX:NewRatio=1`) 55.8 / 60.7 / 62.3 s against
 61.9 / 58.0 / 61.4 s.

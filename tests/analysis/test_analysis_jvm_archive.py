@@ -66,9 +66,9 @@ def test_a_session_maps_the_archive_only_when_it_exists(cache: Path,
     options = jvm_archive.java_options()
     assert options is not None and f"-XX:SharedArchiveFile={path}" in options
     assert spark.default_conf("local[2]")["spark.driver.extraJavaOptions"] \
-        == f"{spark.LARGE_JVM_OPTIONS} {options}"
+        == f"{spark.LARGE_JIT_OPTIONS} {spark.GC_OPTIONS} {options}"
     small = spark.default_conf("local[2]", expected_rows=1000)["spark.driver.extraJavaOptions"]
-    assert small == f"{spark.QUICK_JIT_OPTIONS} {options}"
+    assert small == f"{spark.QUICK_JIT_OPTIONS} {spark.GC_OPTIONS} {options}"
     assert "spark.driver.extraJavaOptions" not in spark.default_conf("spark://h:7077")
     monkeypatch.setenv(jvm_archive.ENV_USE, "0")
     assert jvm_archive.java_options() is None

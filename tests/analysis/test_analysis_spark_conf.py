@@ -19,18 +19,20 @@ def _no_class_archive(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_small_history_gets_the_quick_jit() -> None:
     conf = spark.default_conf("local[2]", expected_rows=50_000)
-    assert conf["spark.driver.extraJavaOptions"] == spark.QUICK_JIT_OPTIONS
+    assert conf["spark.driver.extraJavaOptions"] == \
+        f"{spark.QUICK_JIT_OPTIONS} {spark.GC_OPTIONS}"
     assert "-XX:TieredStopAtLevel=1" in spark.QUICK_JIT_OPTIONS
+    assert spark.GC_OPTIONS == "-XX:+UseParallelGC"
 
 
 def test_a_large_or_unknown_history_keeps_both_compilers_with_a_later_hand_over() -> None:
     big = spark.default_conf("local[2]", expected_rows=spark.QUICK_JIT_MAX_ROWS + 1)
     unknown = spark.default_conf("local[2]")
-    assert big["spark.driver.extraJavaOptions"] == spark.LARGE_JVM_OPTIONS
-    assert unknown["spark.driver.extraJavaOptions"] == spark.LARGE_JVM_OPTIONS
-    assert "TieredStopAtLevel" not in spark.LARGE_JVM_OPTIONS
-    assert "-XX:Tier4InvocationThreshold=100000" in spark.LARGE_JVM_OPTIONS
-    assert "-XX:+UseParallelGC" in spark.LARGE_JVM_OPTIONS
+    large = f"{spark.LARGE_JIT_OPTIONS} {spark.GC_OPTIONS}"
+    assert big["spark.driver.extraJavaOptions"] == large
+    assert unknown["spark.driver.extraJavaOptions"] == large
+    assert "TieredStopAtLevel" not in spark.LARGE_JIT_OPTIONS
+    assert "-XX:Tier4InvocationThreshold=100000" in spark.LARGE_JIT_OPTIONS
 
 
 def test_a_cluster_session_is_left_alone() -> None:
