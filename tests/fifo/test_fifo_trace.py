@@ -104,15 +104,22 @@ def test_applies_decisions_and_the_local_send_are_recorded_with_the_schema_field
     assert [eff[2][0] for eff in sends] == ["delivery"]
 
 
-def test_a_returned_message_is_decided_again_with_the_next_attempt(rows: list[Row]) -> None:
-    m = QueueMachine(machine_config("q1", QNAME))
+def returned_once(m: QueueMachine) -> tuple[Any, Any]:
+    """Message 7 enqueued at index 1, handed to consumer ``t`` at 2 (delivery id 0),
+    returned at 3 and handed out again there (delivery id 1); the state and the key."""
     s = m.init({})
-    me = actors.self()
     s, _r, _fx = m.apply(meta(1), make_enqueue(None, None, message(7)), s)
-    s, _r, _fx = m.apply(meta(2), make_checkout(("t", me), ("auto", ("simple_prefetch", 1)),
+    s, _r, _fx = m.apply(meta(2), make_checkout(("t", actors.self()),
+                                                ("auto", ("simple_prefetch", 1)),
                                                 {"ack": True}), s)
     key = next(iter(s.consumers))
     s, _r, _fx = m.apply(meta(3), make_return(key, [0]), s)
+    return s, key
+
+
+def test_a_returned_message_is_decided_again_with_the_next_attempt(rows: list[Row]) -> None:
+    me = actors.self()
+    returned_once(QueueMachine(machine_config("q1", QNAME)))
 
     decided = [(f["raft_index"], f["msg_id"], f["attempt"], f["delivery_id"], f["consumer_key"])
                for k, f in rows if k == "service_queue"]
@@ -143,13 +150,7 @@ def test_a_settle_records_each_message_it_took_from_its_consumer(rows: list[Row]
 
 def test_a_returned_message_is_not_settled(rows: list[Row]) -> None:
     m = QueueMachine(machine_config("q1", QNAME))
-    s = m.init({})
-    me = actors.self()
-    s, _r, _fx = m.apply(meta(1), make_enqueue(None, None, message(7)), s)
-    s, _r, _fx = m.apply(meta(2), make_checkout(("t", me), ("auto", ("simple_prefetch", 1)),
-                                                {"ack": True}), s)
-    key = next(iter(s.consumers))
-    s, _r, _fx = m.apply(meta(3), make_return(key, [0]), s)
+    s, key = returned_once(m)
     # delivery id 0 went back to the queue; the settle names what the consumer no longer has
     s, _r, _fx = m.apply(meta(4), make_settle(key, [0]), s)
     assert [f for k, f in rows if k == "settled"] == []
