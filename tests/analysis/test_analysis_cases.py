@@ -91,3 +91,19 @@ def test_missing_node_data_and_resends_are_counted_not_reported() -> None:
     assert killed.note.startswith("2 decisions and 2 client deliveries not decidable")
     resent = results["restarted_member_resends_but_never_twice_per_life"]["local_delivery"]
     assert resent.counts["resent_after_restart"] == 2
+
+
+def test_redeliveries_the_replicas_judge_keep_the_client_figure_as_information() -> None:
+    counts = {}
+    for name in ("settled_message_decided_again_is_duplicated",
+                 "an_ack_the_queue_never_settled_explains_the_redelivery",
+                 "duplicate_beyond_redelivery"):
+        b = Builder()
+        CASES[name](b)
+        result = reference.run_all(reference.RefHistory.from_rows(b.tables()))["total_queue"]
+        counts[name] = (result.counts["duplicated_beyond_redelivery"],
+                        result.counts["client_unexplained_redeliveries"])
+    # the client form alone would report all three; without settled rows it still does
+    assert counts == {"settled_message_decided_again_is_duplicated": (1, 1),
+                      "an_ack_the_queue_never_settled_explains_the_redelivery": (0, 1),
+                      "duplicate_beyond_redelivery": (1, 0)}
