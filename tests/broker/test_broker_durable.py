@@ -1,5 +1,6 @@
 """A broker node with a data dir keeps its Ra state on disk: confirmed messages survive a
-SIGKILL of every node of the cluster, and the restarted nodes serve the same queue."""
+SIGKILL of every node of the cluster, and the restarted nodes serve the same queue, with
+WAL files that grow with their records and with pre-allocated ones (``wal_pre_allocate``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 from pathlib import Path
 
 import pika
+import pytest
 
 from tests.broker.broker_support import (
     BrokerProc,
@@ -29,10 +31,18 @@ def _kill_all(nodes: list[BrokerProc]) -> None:
         b.proc.wait(10)
 
 
-def test_confirmed_messages_survive_a_whole_cluster_sigkill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pre_allocate", [False, True], ids=["growing-wal", "pre-allocated-wal"])
+def test_confirmed_messages_survive_a_whole_cluster_sigkill(tmp_path: Path,
+                                                           pre_allocate: bool) -> None:
     nodes = plan(3, tmp_path)
+    config = tmp_path / "ra.toml"
+    # the nodes' names, ports and data dirs come from their flags; the file adds Ra keys
+    # (files of at most 64 MB: a pre-allocated one takes that much disk at once)
+    config.write_text(f"[ra]\nwal_pre_allocate = {str(pre_allocate).lower()}\n"
+                      "wal_max_size_bytes = 67108864\n")
+    extra = ["--config", str(config)]
     try:
-        start_cluster(nodes, backend="quorum")
+        start_cluster(nodes, backend="quorum", extra=extra)
         conn = _connect(nodes[0])
         ch = conn.channel()
         ch.queue_declare("durable-q", durable=True, arguments={"x-queue-type": "quorum"})
@@ -42,7 +52,11 @@ def test_confirmed_messages_survive_a_whole_cluster_sigkill(tmp_path: Path) -> N
         conn.close()
 
         _kill_all(nodes)
-        start_cluster(nodes, backend="quorum")  # same names, ports and data dirs
+        if pre_allocate:  # each WAL file is as long as its limit, records and zeros
+            for b in nodes:
+                (wal,) = (b.data_dir / "ra" / "wal").glob("*.wal")
+                assert wal.stat().st_size > 1 << 25  # the limit is random in (32, 64] MB
+        start_cluster(nodes, backend="quorum", extra=extra)  # same names, ports, data dirs
 
         def queue_row() -> dict | None:
             rows = [q for q in ctl_json(nodes[1].name, "list_queues")
