@@ -17,23 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from actors import trace
+from channel.memory_monitor import process_rss
 
 __all__ = ["SAMPLE_INTERVAL_S", "Sampler", "read_sample"]
 
 #: seconds between two samples (spec: every 1 s)
 SAMPLE_INTERVAL_S = 1.0
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _rss_bytes() -> int | None:
-    """Resident memory now, from /proc (None where there is no /proc)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
-        return None
-
 
 def read_sample(node: Any = None, open_channels: Callable[[], int] | None = None,
                 ) -> dict[str, Any]:
@@ -45,7 +34,7 @@ def read_sample(node: Any = None, open_channels: Callable[[], int] | None = None
         # a C-level copy of the process table: consistent while the hub changes it
         procs = list(node.procs.values())
         mailbox_max = max((len(p.actor_inbox) for p in procs), default=0)
-    return {"cpu_user_s": times.user, "cpu_sys_s": times.system, "rss_bytes": _rss_bytes(),
+    return {"cpu_user_s": times.user, "cpu_sys_s": times.system, "rss_bytes": process_rss(),
             "mailbox_max": mailbox_max,
             "open_channels": None if open_channels is None else open_channels()}
 
