@@ -381,11 +381,12 @@ def _server_state() -> ServerState | None:
 @dataclass(frozen=True, slots=True)
 class Before:
     """What an apply is compared with: consumers' next msg ids, the dead-letter backlog,
-    and for a settle the consumer and the messages it held of those named."""
+    and for a settle the consumer (its key and record) and the messages it held of those
+    named."""
 
     next_ids: dict[Hashable, int]
     dlx: dict[int, str] | None
-    settling: tuple[Consumer, dict[int, Msg]] | None = None
+    settling: tuple[Hashable, Consumer, dict[int, Msg]] | None = None
 
 
 def _dlx_backlog(s: RabbitFifoState) -> dict[int, str] | None:
@@ -402,7 +403,8 @@ def before_apply(s: RabbitFifoState, cmd: Any = None) -> Before:
                   _settling(s, cmd))
 
 
-def _settling(s: RabbitFifoState, cmd: Any) -> tuple[Consumer, dict[int, Msg]] | None:
+def _settling(s: RabbitFifoState,
+              cmd: Any) -> tuple[Hashable, Consumer, dict[int, Msg]] | None:
     if not isinstance(cmd, Settle):
         return None
     key = consumer_key_from_id(cmd.consumer_key, s)
@@ -410,7 +412,7 @@ def _settling(s: RabbitFifoState, cmd: Any) -> tuple[Consumer, dict[int, Msg]] |
     if c is None:
         return None
     held = {i: c.checked_out[i] for i in cmd.msg_ids if i in c.checked_out}
-    return (c, held) if held else None
+    return (key, c, held) if held else None
 
 
 def applied(meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState, before: Before) -> None:
@@ -495,10 +497,7 @@ def _decisions(r: _Replica, srv: ServerState | None, s: RabbitFifoState, before:
         if c.next_msg_id == first:
             continue
         pid, tag = c.cfg.pid, c.cfg.tag
-        ckey = r.keys.get((pid, tag))
-        if ckey is None:
-            ckey = _consumer_key(tag, pid, c.cfg.meta)
-            _bounded_put(r.keys, (pid, tag), ckey)
+        ckey = _key_of(r, c)
         cnode = _pid_node(pid)
         for cmid in range(first, c.next_msg_id):
             m = c.checked_out.get(cmid)
@@ -512,16 +511,26 @@ def _decisions(r: _Replica, srv: ServerState | None, s: RabbitFifoState, before:
                    delivery_id=cmid)
 
 
+def _key_of(r: _Replica, c: Consumer) -> str:
+    """The history's key of consumer `c`, remembered per (pid, tag)."""
+    pid, tag = c.cfg.pid, c.cfg.tag
+    ckey = r.keys.get((pid, tag))
+    if ckey is None:
+        ckey = _consumer_key(tag, pid, c.cfg.meta)
+        _bounded_put(r.keys, (pid, tag), ckey)
+    return ckey
+
+
 def _settled(r: _Replica, srv: ServerState | None, s: RabbitFifoState,
-             settling: tuple[Consumer, dict[int, Msg]], idx: int, term: Any) -> None:
+             settling: tuple[Hashable, Consumer, dict[int, Msg]], idx: int,
+             term: Any) -> None:
     """``settled`` for each message this settle took from its consumer: from this index
     on the queue must never hand it out again (spec 4.1, the replica form of
     ``duplicated_beyond_redelivery``)."""
-    c, held = settling
-    after = next((x for x in s.consumers.values() if x.cfg.pid == c.cfg.pid
-                  and x.cfg.tag == c.cfg.tag), None)
+    key, c, held = settling
+    after = s.consumers.get(key)
     still = after.checked_out if after is not None else {}
-    ckey = r.keys.get((c.cfg.pid, c.cfg.tag)) or _consumer_key(c.cfg.tag, c.cfg.pid, c.cfg.meta)
+    ckey = _key_of(r, c)
     for cmid, m in held.items():
         if cmid not in still:
             r.emit("settled", raft_term=term, raft_index=idx,
