@@ -37,6 +37,10 @@ class NodeConfig:
     #: directory for recorded history (analysis.recorder); none records nothing
     history_dir: str | None = None
     run_id: str = "run"
+    #: K of the recorded history: an `applied` row carries a state digest when its raft
+    #: index is a multiple of K (spec: 1 in tests, about 100 at scale; the digest reads
+    #: the whole queue state). None: `WARREN_STATE_DIGEST_EVERY`, else 1
+    state_digest_every: int | None = None
     #: at-least-once dead lettering: the worker's prefetch and its confirm timeout (ms),
     #: after which unconfirmed or unroutable dead letters are published again
     dead_letter_worker_consumer_prefetch: int = 32
@@ -56,6 +60,9 @@ class NodeConfig:
                 raise ConfigError(f"peer must be name@host:port, got {peer!r}")
         if self.name not in self.peers:
             self.peers = [*self.peers, self.name]
+        k = self.state_digest_every
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ConfigError(f"state_digest_every must be an integer of at least 1, got {k!r}")
         from ra.system import check_settable
 
         if not isinstance(self.ra, dict):

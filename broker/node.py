@@ -157,6 +157,10 @@ class RecorderServer(GenServer):
         from analysis.recorder import Recorder
         from analysis.sampler import Sampler
 
+        if cfg.state_digest_every is not None:
+            from fifo import replica_trace
+
+            replica_trace.set_digest_every(cfg.state_digest_every)
         recorder = Recorder(cfg.history_dir, cfg.run_id, broker.node.name)
         trace.set_sink(recorder.sink)
         sampler = Sampler(broker.node, broker.open_channels).start()

@@ -2,7 +2,8 @@
 
     warren scenario list
     warren scenario run NAME [--run-dir D] [--nodes N] [--duration S] [--seed K]
-                             [--backend quorum|memory] [--no-analyze]
+                             [--state-digest-every K] [--backend quorum|memory]
+                             [--no-analyze]
 
 The exit status of `run` is the runner's (see `harness.runner`): 0 when the
 analysis agrees with what the scenario expects.
@@ -11,6 +12,7 @@ analysis agrees with what the scenario expects.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -31,6 +33,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--duration", type=float, default=None,
                      help="workload seconds (fault times scale with it)")
     run.add_argument("--seed", type=int, default=0, help="seed of the nemesis's choices")
+    run.add_argument("--state-digest-every", type=int, default=None, metavar="K",
+                     help="record a replica state digest every K log indexes "
+                          "(default: the scenario's, 1)")
     run.add_argument("--backend", default="quorum", help="node queue backend (default quorum)")
     run.add_argument("--no-analyze", dest="analyze", action="store_false",
                      help="record and compact only")
@@ -65,6 +70,8 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 64
     scenario = scenario.scaled(args.duration, args.nodes)
+    if args.state_digest_every is not None:
+        scenario = dataclasses.replace(scenario, state_digest_every=args.state_digest_every)
     errors = scenario.validate()
     if errors:
         print("invalid scenario: " + "; ".join(errors), file=sys.stderr)

@@ -55,7 +55,8 @@ MARKER = "warren_cluster"
 #: the history node and client name of the test process's own operations
 CLIENT = "pytest"
 DEFAULTS: dict[str, Any] = {"nodes": 3, "backend": "quorum", "net_ticktime": 2.0,
-                            "amqp": {}, "start_timeout_s": 90.0, "on_unknown": "warn"}
+                            "amqp": {}, "start_timeout_s": 90.0, "on_unknown": "warn",
+                            "state_digest_every": 1}
 #: what a check that could not decide (`unknown`, exit code 2) does to a test
 ON_UNKNOWN = ("warn", "fail")
 #: small-input Spark settings: whole-stage code generation and adaptive re-planning
@@ -86,7 +87,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{MARKER}(nodes=3, backend='quorum', net_ticktime=2.0, amqp={{}}): "
+        "markers", f"{MARKER}(nodes=3, backend='quorum', net_ticktime=2.0, amqp={{}}, "
+        "state_digest_every=1): "
         "settings of the warren_cluster fixture")
 
 
@@ -466,7 +468,8 @@ class WarrenCluster:
         self.cluster: Cluster = Cluster(
             self.run_dir, int(settings["nodes"]), backend=str(settings["backend"]),
             net_ticktime=float(settings["net_ticktime"]), run_id=self.run_id,
-            history_dir=self.run_dir, amqp=dict(settings["amqp"]))
+            history_dir=self.run_dir, amqp=dict(settings["amqp"]),
+            extra_config={"state_digest_every": int(settings["state_digest_every"])})
         self.recorder: Recorder = Recorder(self.run_dir, self.run_id, CLIENT)
         self.history = ClientHistory(self.recorder.sink, CLIENT)
         self.nemesis: Nemesis = Nemesis(self.cluster, self.recorder.sink)
@@ -531,7 +534,8 @@ class WarrenCluster:
         self.recorder.record(
             "run_meta", emitter="harness", started_wall_ns=self._started_wall_ns,
             warren_version=version, config_json=json.dumps(config, default=str),
-            queues_json=json.dumps(self.queues), workload="pytest", state_digest_every=1,
+            queues_json=json.dumps(self.queues), workload="pytest",
+            state_digest_every=int(self.settings["state_digest_every"]),
             drain_expected=self.drained)
 
     # ---------------------------------------------------------------- lookups

@@ -101,7 +101,8 @@ def run_scenario(scenario: Scenario, run_dir: str | Path | None = None, *,
     nemesis_rec = Recorder(run, run_id, "nemesis")
     _record_meta(harness_rec, scenario, seed, backend)
     cluster = Cluster(run, scenario.nodes, backend=backend, net_ticktime=scenario.net_ticktime,
-                      run_id=run_id, history_dir=run, amqp=scenario.amqp, node_argv=node_argv)
+                      run_id=run_id, history_dir=run, amqp=scenario.amqp, node_argv=node_argv,
+                      extra_config={"state_digest_every": scenario.state_digest_every})
     clients: list[Client] = []
     try:
         out.print(f"[bold]{scenario.name}[/]: {scenario.nodes} nodes, "
@@ -144,7 +145,7 @@ def _record_meta(rec: Recorder, scenario: Scenario, seed: int, backend: str) -> 
     rec.record("run_meta", emitter="harness", started_wall_ns=time.time_ns(),
                warren_version=version, config_json=json.dumps(config, default=str),
                queues_json=json.dumps(scenario.queues_meta()), workload=scenario.workload,
-               state_digest_every=1, drain_expected=True)
+               state_digest_every=scenario.state_digest_every, drain_expected=True)
     rec.flush()
 
 

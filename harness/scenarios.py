@@ -140,6 +140,10 @@ class Scenario:
     #: channel.config.Config overrides for every node
     amqp: dict[str, Any] = field(default_factory=dict)
     net_ticktime: float = 2.0
+    #: K: the nodes record a state digest with every K-th applied index (spec 4.3's
+    #: state agreement is checked at those); 1 checks every index, and a long or fast
+    #: run can take 100, as the digest reads the whole queue state
+    state_digest_every: int = 1
 
     def queue(self, name: str) -> QueueSpec:
         for q in self.queues:
@@ -178,6 +182,8 @@ class Scenario:
             errors.append("a cluster needs at least one node")
         if self.duration_s <= 0:
             errors.append("duration must be positive")
+        if self.state_digest_every < 1:
+            errors.append("state_digest_every must be at least 1")
         if self.workload not in WORKLOADS:
             errors.append(f"unknown workload {self.workload!r}")
         for q in self.queues:

@@ -124,6 +124,27 @@ def test_a_bad_ra_key_is_named(tmp_path: Path, ra: object, message: str) -> None
         load(cfg)
 
 
+@pytest.mark.parametrize("k", [0, -3, "100", True, 2.5])
+def test_a_bad_state_digest_period_is_named(tmp_path: Path, k: object) -> None:
+    from broker.config import ConfigError, load
+
+    cfg = tmp_path / "node.json"
+    cfg.write_text(json.dumps({"name": "a@127.0.0.1:1", "state_digest_every": k}))
+    with pytest.raises(ConfigError, match="state_digest_every must be an integer of at "
+                                          "least 1, got"):
+        load(cfg)
+
+
+def test_the_state_digest_period_is_a_config_key(tmp_path: Path) -> None:
+    from broker.config import load
+
+    cfg = tmp_path / "node.toml"
+    cfg.write_text('name = "a@127.0.0.1:1"\nstate-digest-every = 100\n')
+    assert load(cfg).state_digest_every == 100
+    cfg.write_text('name = "a@127.0.0.1:1"\n')
+    assert load(cfg).state_digest_every is None
+
+
 def test_a_node_with_wal_pre_allocate_reserves_its_wal_file(tmp_path: Path) -> None:
     (b,) = plan(1, tmp_path)
     cfg = tmp_path / "n1.toml"

@@ -49,6 +49,28 @@ def test_a_scenario_runs_records_and_cleans_up(tmp_path: Path) -> None:
     assert _processes_mentioning(str(run)) == []
 
 
+def test_the_nodes_record_a_state_digest_every_k_indexes(tmp_path: Path) -> None:
+    """The scenario's K reaches the nodes' replica trace and the run's metadata: only
+    indexes that are multiples of K carry a digest (spec 4.3), the others none."""
+    scenario = Scenario(
+        "tiny-quorum", "one node, a quorum queue", queues=(QueueSpec("q1"),),
+        clients=(ClientSpec("publisher", "q1", rate=100), ClientSpec("consumer", "q1")),
+        nodes=1, duration_s=1.5, settle_s=0.5, drain_timeout_s=20, state_digest_every=3)
+    run = tmp_path / "run"
+    result = run_scenario(scenario, run, console=Console(quiet=True), analyze=False)
+    assert result.exit_code == 0, result.problems
+
+    (meta,) = _table(run, "run_meta")
+    assert meta["state_digest_every"] == 3
+    applied = [r for r in _table(run, "replica_events") if r["kind"] == "applied"]
+    digested = {r["raft_index"] for r in applied if r["state_digest"] is not None}
+    plain = {r["raft_index"] for r in applied if r["state_digest"] is None}
+    assert digested and plain
+    assert all(i % 3 == 0 for i in digested)
+    assert not any(i % 3 == 0 for i in plain)
+    assert _processes_mentioning(str(run)) == []
+
+
 def _processes_mentioning(text: str) -> list[int]:
     """Pids whose command line names `text` (every node and client names its run dir)."""
     found = []

@@ -45,6 +45,7 @@ def test_the_required_scenarios_exist() -> None:
      "needs overflow reject-publish"),
     ({"expect": {"total_queue": "fine"}}, "unknown status 'fine'"),
     ({"workload": "chaos"}, "unknown workload 'chaos'"),
+    ({"state_digest_every": 0}, "state_digest_every must be at least 1"),
 ])
 def test_unsound_scenarios_are_refused_with_a_reason(changes: dict[str, object],
                                                      error: str) -> None:
