@@ -9,6 +9,7 @@ the matching ``local_delivery`` row.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
 from typing import Any
 
@@ -188,6 +189,11 @@ def test_digests_depend_on_values_only() -> None:
     assert canonical("1") != canonical(1)
     # a fixed value: the encoding and hash must not change between processes or runs
     assert digest(("e", 1, b"m")) == digest(("e", 1, b"m")) == -1_605_966_023_010_534_673
+    # index sequences (arrays) are one block of 64-bit little-endian integers, on any
+    # machine, and never equal to the list of the same numbers
+    block = b"".join(i.to_bytes(8, "little", signed=True) for i in (1, -2))
+    assert canonical(array("q", [1, -2])) == b"aq16:" + block
+    assert canonical(array("q", [1, 2])) != canonical([1, 2])
     assert cmd_type(("e", 1, b"m", (0, 1))) == "enqueue"
     assert cmd_type(("dlx", ("settle", [1]))) == "dlx_settle"
     assert cmd_type(("down", "pid", "noconnection")) == "down"
