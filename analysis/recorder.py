@@ -28,6 +28,8 @@ from analysis import schema
 FLUSH_EVENTS = 10_000
 FLUSH_INTERVAL_S = 1.0
 SEGMENT_BYTES = 64 * 1024 * 1024
+#: the `extra` column's JSON (one encoder: `json.dumps` with options builds one per call)
+_EXTRA = json.JSONEncoder(default=repr, sort_keys=True)
 
 
 class _TableWriter:
@@ -37,7 +39,12 @@ class _TableWriter:
         self.table = table
         self.schema = schema.schema_of(table)
         self.names = self.schema.names
-        self.columns: dict[str, list[Any]] = {n: [] for n in self.names}
+        #: the payload columns an event may fill (everything else goes to `extra`)
+        self.known = frozenset(self.names)
+        #: buffered rows, one tuple of every column per event (turned into columns at
+        #: a flush: one transpose for the batch instead of an append per column and
+        #: event)
+        self.rows: list[tuple[Any, ...]] = []
         self.directory = directory
         self.process = process
         self.segment_bytes = segment_bytes
@@ -46,20 +53,20 @@ class _TableWriter:
         self.writer: ipc.RecordBatchStreamWriter | None = None
 
     def __len__(self) -> int:
-        return len(self.columns["seq"])
+        return len(self.rows)
 
     def append(self, row: dict[str, Any]) -> None:
-        for name in self.names:
-            self.columns[name].append(row.get(name))
+        self.rows.append(tuple(map(row.get, self.names)))
 
     def flush(self) -> None:
-        if not len(self):
+        if not self.rows:
             return
+        columns = zip(*self.rows, strict=True)
         batch = pa.record_batch(
-            [pa.array(self.columns[n], type=self.schema.field(n).type) for n in self.names],
+            [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)],
             schema=self.schema,
         )
-        self.columns = {n: [] for n in self.names}
+        self.rows = []
         if self.writer is None:
             self._open()
         assert self.writer is not None and self.sink is not None
@@ -167,11 +174,17 @@ class Recorder:
             "wall_ns": _pop_or(fields, "wall_ns", None) or self._wall(),
             "kind": kind,
         }
-        known = set(writer.names)
-        extra = {k: v for k, v in fields.items() if k not in known}
-        row.update((k, v) for k, v in fields.items() if k in known)
+        known = writer.known
+        extra = None
+        for k, v in fields.items():
+            if k in known:
+                row[k] = v
+            else:
+                if extra is None:
+                    extra = {}
+                extra[k] = v
         if extra:
-            row["extra"] = json.dumps(extra, default=repr, sort_keys=True)
+            row["extra"] = _EXTRA.encode(extra)
         writer.append(row)
 
     def flush(self) -> None:
