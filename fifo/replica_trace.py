@@ -180,10 +180,25 @@ def _encode(x: Any, out: bytearray) -> None:
             out += item
         out += b">"
     elif is_dataclass(x) and not isinstance(x, type):
-        _sized(b"D", type(x).__name__.encode(), out)
-        _items(b"(", [getattr(x, f.name) for f in fields(x)], out)
+        tag, names = _dataclass_layout(type(x))
+        out += tag
+        _items(b"(", [getattr(x, n) for n in names], out)
     else:
         _sized(b"r", repr(x).encode(), out)
+
+
+_LAYOUTS: dict[type, tuple[bytes, tuple[str, ...]]] = {}
+
+
+def _dataclass_layout(cls: type) -> tuple[bytes, tuple[str, ...]]:
+    """A dataclass's encoded name and its field names, looked up once per class (every
+    applied command is encoded, and `dataclasses.fields` builds its tuple per call)."""
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        tag = bytearray()
+        _sized(b"D", cls.__name__.encode(), tag)
+        layout = _LAYOUTS[cls] = (bytes(tag), tuple(f.name for f in fields(cls)))
+    return layout
 
 
 def _little_endian(a: array) -> bytes:
