@@ -461,6 +461,10 @@ class WarrenCluster:
         if settings["on_unknown"] not in ON_UNKNOWN:
             raise pytest.UsageError(f"{MARKER}: on_unknown must be one of {ON_UNKNOWN}, "
                                     f"not {settings['on_unknown']!r}")
+        k = settings["state_digest_every"]
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise pytest.UsageError(f"{MARKER}: state_digest_every must be an integer of "
+                                    f"at least 1, not {k!r}")
         self.run_dir = Path(run_dir)
         self.settings = settings
         self.analyzer = analyzer
@@ -469,7 +473,7 @@ class WarrenCluster:
             self.run_dir, int(settings["nodes"]), backend=str(settings["backend"]),
             net_ticktime=float(settings["net_ticktime"]), run_id=self.run_id,
             history_dir=self.run_dir, amqp=dict(settings["amqp"]),
-            extra_config={"state_digest_every": int(settings["state_digest_every"])})
+            extra_config={"state_digest_every": k})
         self.recorder: Recorder = Recorder(self.run_dir, self.run_id, CLIENT)
         self.history = ClientHistory(self.recorder.sink, CLIENT)
         self.nemesis: Nemesis = Nemesis(self.cluster, self.recorder.sink)
@@ -535,7 +539,7 @@ class WarrenCluster:
             "run_meta", emitter="harness", started_wall_ns=self._started_wall_ns,
             warren_version=version, config_json=json.dumps(config, default=str),
             queues_json=json.dumps(self.queues), workload="pytest",
-            state_digest_every=int(self.settings["state_digest_every"]),
+            state_digest_every=self.settings["state_digest_every"],
             drain_expected=self.drained)
 
     # ---------------------------------------------------------------- lookups

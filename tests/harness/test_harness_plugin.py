@@ -116,6 +116,10 @@ def test_bad(warren_cluster):
 @pytest.mark.warren_cluster(nodes=1, colour="blue")
 def test_unknown_key(warren_cluster):
     pass
+
+@pytest.mark.warren_cluster(nodes=1, state_digest_every=0)
+def test_bad_digest_period(warren_cluster):
+    pass
 """
 
 
@@ -123,10 +127,11 @@ def test_bad_marker_settings_are_usage_errors_before_any_node_starts(
         pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bad=BAD_SETTING)
     result = pytester.runpytest_subprocess("--warren-no-analysis", "-p", "no:cacheprovider")
-    result.assert_outcomes(errors=2)
+    result.assert_outcomes(errors=3)
     out = result.stdout.str()
     assert "on_unknown must be one of ('warn', 'fail'), not 'ignore'" in out
     assert "unknown settings ['colour']" in out
+    assert "state_digest_every must be an integer of at least 1, not 0" in out
 
 
 MASTER = """
