@@ -49,8 +49,8 @@ with K = 100 against 10.9k / 11.7k unrecorded (``--phases 16b --rabbitmq no``). 
 K = 1 every apply encodes the whole queue state, whose backlog grows when the consumer
 falls behind. With the view's index sequences encoded as blocks of bytes
 (`fifo.replica_trace.replica_view`), two runs each: 922 / 986 msg/s with K = 1,
-4,234 / 4,289 with K = 100; then with the recorder's cheaper rows (`analysis.recorder`)
-and the indexes read inline, one run each: 1,114 and 4,550 msg/s.
+4,234 / 4,289 with K = 100; then with the recorder's cheaper rows (`analysis.recorder`),
+one run each: 1,114 and 4,550 msg/s.
 The last line printed is one JSON object.
 
 Where the time goes

@@ -60,10 +60,12 @@ class NodeConfig:
                 raise ConfigError(f"peer must be name@host:port, got {peer!r}")
         if self.name not in self.peers:
             self.peers = [*self.peers, self.name]
-        k = self.state_digest_every
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise ConfigError(f"state_digest_every must be an integer of at least 1, got {k!r}")
+        from fifo.replica_trace import valid_digest_every
         from ra.system import check_settable
+
+        k = self.state_digest_every
+        if k is not None and not valid_digest_every(k):
+            raise ConfigError(f"state_digest_every must be an integer of at least 1, got {k!r}")
 
         if not isinstance(self.ra, dict):
             raise ConfigError(f"ra must be a table of Ra system keys, got {self.ra!r}")

@@ -58,7 +58,7 @@ from fifo import mc
 from fifo.commands import Settle, get_msg
 from fifo.consumers import consumer_key_from_id
 from fifo.delivery import messages_ready
-from fifo.msg import PACKED_IDX_MAX, Msg, get_header, msg_header, msg_idx
+from fifo.msg import Msg, get_header, msg_header, msg_idx
 from fifo.records import Consumer, RabbitFifoState, erl_sorted
 from ra.state import ServerState
 from ra.types import NOOP, RA_CLUSTER, RA_CLUSTER_CHANGE, USR
@@ -108,6 +108,11 @@ _views = False
 def digest_every() -> int:
     """K: ``applied`` rows carry a state digest when ``raft_index % K == 0``."""
     return _digest_every
+
+
+def valid_digest_every(k: object) -> bool:
+    """Whether `k` can be K: an integer (not a bool) of at least 1."""
+    return isinstance(k, int) and not isinstance(k, bool) and k >= 1
 
 
 def set_digest_every(k: int) -> int:
@@ -212,9 +217,7 @@ def _little_endian(a: array) -> bytes:
 
 def _indexes(msgs: Iterable[Msg]) -> array:
     """The raft indexes of `msgs`, in their order, as 64-bit integers."""
-    # msg_idx inlined: this runs over every ready message of a queue
-    return array("q", [m & PACKED_IDX_MAX if type(m) is int else m[0]  # type: ignore[index]
-                       for m in msgs])
+    return array("q", [msg_idx(m) for m in msgs])
 
 
 def _items(tag: bytes, items: Iterable[Any], out: bytearray) -> None:
@@ -241,11 +244,12 @@ def replica_view(s: RabbitFifoState) -> dict[str, Any]:
     consumers = {}
     for key in erl_sorted(s.consumers):
         c = s.consumers[key]
+        held = sorted(c.checked_out.items())
         consumers[key] = {
             "tag": c.cfg.tag, "pid": c.cfg.pid, "status": c.status, "credit": c.credit,
             "next_msg_id": c.next_msg_id,
-            "checked_out": (array("q", sorted(c.checked_out)),
-                            _indexes(m for _mid, m in sorted(c.checked_out.items()))),
+            "checked_out": (array("q", [mid for mid, _m in held]),
+                            _indexes(m for _mid, m in held)),
         }
     dlx_out = {} if s.dlx.consumer is None else {
         mid: msg_idx(m) for mid, (_r, m) in sorted(s.dlx.consumer.checked_out.items())}

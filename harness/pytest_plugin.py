@@ -452,6 +452,7 @@ class WarrenCluster:
                  analyzer: SparkAnalyzer | None) -> None:
         from analysis.client_ops import ClientHistory
         from analysis.recorder import Recorder
+        from fifo.replica_trace import valid_digest_every
         from harness.cluster import Cluster
         from harness.nemesis import Nemesis
 
@@ -462,7 +463,7 @@ class WarrenCluster:
             raise pytest.UsageError(f"{MARKER}: on_unknown must be one of {ON_UNKNOWN}, "
                                     f"not {settings['on_unknown']!r}")
         k = settings["state_digest_every"]
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        if not valid_digest_every(k):
             raise pytest.UsageError(f"{MARKER}: state_digest_every must be an integer of "
                                     f"at least 1, not {k!r}")
         self.run_dir = Path(run_dir)

@@ -182,7 +182,9 @@ class Scenario:
             errors.append("a cluster needs at least one node")
         if self.duration_s <= 0:
             errors.append("duration must be positive")
-        if self.state_digest_every < 1:
+        from fifo.replica_trace import valid_digest_every
+
+        if not valid_digest_every(self.state_digest_every):
             errors.append("state_digest_every must be at least 1")
         if self.workload not in WORKLOADS:
             errors.append(f"unknown workload {self.workload!r}")
