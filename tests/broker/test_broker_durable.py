@@ -58,12 +58,18 @@ def test_confirmed_messages_survive_a_whole_cluster_sigkill(tmp_path: Path,
                 assert wal.stat().st_size > 1 << 25  # the limit is random in (32, 64] MB
         start_cluster(nodes, backend="quorum", extra=extra)  # same names, ports, data dirs
 
-        def queue_row() -> dict | None:
-            rows = [q for q in ctl_json(nodes[1].name, "list_queues")
-                    if q["name"] == "durable-q"]
+        def queue_row(b: BrokerProc) -> dict | None:
+            rows = [q for q in ctl_json(b.name, "list_queues") if q["name"] == "durable-q"]
             return rows[0] if rows and rows[0]["leader"] else None
 
-        row = eventually(queue_row, timeout=30)
+        def every_node_knows_it() -> list[dict] | None:
+            # each node's metadata replica must have caught up, not only the one asked:
+            # the messages are read through nodes[2]
+            rows = [queue_row(b) for b in nodes]
+            return rows if all(r is not None for r in rows) else None
+
+        rows = eventually(every_node_knows_it, timeout=30)
+        row = rows[1] if rows else None
         assert row is not None and sorted(row["members"]) == sorted(b.name for b in nodes)
         conn = _connect(nodes[2])
         ch = conn.channel()
