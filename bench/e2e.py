@@ -39,9 +39,10 @@ has no profiling hook, and the bench does not change how nodes are started.
 
 Usage: ``python bench/e2e.py [--seconds 10] [--warmup 2] [--phases 16b,1k,w1]
 [--rabbitmq auto|yes|no] [--amqp-url URL]... [--profile] [--py-spy PATH]
-[--ra KEY=VALUE]... [--record K]``. ``--ra`` sets a Ra system key on both sides, warren's nodes
-(their ``ra`` table) and RabbitMQ's (Ra's application env in ``advanced.config``),
-for example ``--ra wal_pre_allocate=true``; the JSON names them (``ra``).
+[--ra KEY=VALUE]... [--record K] [--consumer-node other|same]``. ``--ra`` sets a Ra
+system key on both sides, warren's nodes (their ``ra`` table) and RabbitMQ's (Ra's
+application env in ``advanced.config``), for example ``--ra wal_pre_allocate=true``;
+the JSON names them (``ra``).
 ``--record K`` makes warren's nodes record their history as a scenario run's do (the
 trace points of every layer, and a replica state digest every K log indexes), to
 measure what recording costs: 16 B phase, 446 msg/s confirmed with K = 1 and 3.4k
@@ -194,6 +195,20 @@ against 2.11-2.32 ms, 0.05-0.14 of a core more per node: with three nodes and tw
 clients on two cores the polling takes the core another process needed; not kept.
 A consumer on the leader's node instead of a follower's: 9,076 / 9,157 against
 7,191 / 7,720 msg/s (two pairs).
+``--consumer-node same`` connects the consumer to the publisher's node, where the
+queue's leader is, for both brokers (the default, ``other``, to the next node). Window
+1, RabbitMQ in the same runs, alternated: ``same`` 1.73 / 1.92 ms against 0.90 /
+0.90 ms (1.91 / 2.13 times), ``other`` 2.05 / 2.06 ms against 0.93 / 1.09 ms (2.21 /
+1.89 times). With the consumer on a follower's node, warren (as RabbitMQ 4.x) hands
+it each message from that node's member once the member has applied it, one commit
+notice after the leader; RabbitMQ 3.10.8 delivers from the leader. The consumer's
+settle then reaches the leader after the next publish, and its WAL batch is synced
+apart: a timeline showed 1.85 WAL syncs a message on each node, two per message
+less the few batches that held both, and the leader's hub blocked in an inline sync
+(p50 0.40 ms against the followers' 0.23-0.26 ms) while replies for the next
+publish waited; a frame from one node reached the other's hub 0.21-0.43 ms (p50)
+after its flush. Per window-1 message the leader's main thread used 0.85 ms of user
+and 0.21 ms of system CPU, ZeroMQ's I/O thread 0.14 ms (/proc, per thread).
 Earlier figures, from the machine the fixed reference comes from:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
@@ -338,6 +353,9 @@ class Target:
     cluster: Cluster | None = None
     #: node processes of a broker other than warren, by name (no queue roles known)
     other_nodes: dict[str, int] = field(default_factory=dict)
+    #: which URL the consumer uses: 1, another node than the publisher's (the
+    #: default), or 0, the publisher's node, where the queue's leader is
+    consumer_node: int = 1
 
     @property
     def publisher_url(self) -> str:
@@ -345,7 +363,7 @@ class Target:
 
     @property
     def consumer_url(self) -> str:
-        return self.urls[1 % len(self.urls)]
+        return self.urls[self.consumer_node % len(self.urls)]
 
     def node_pids(self, queue: str) -> dict[str, int]:
         """Node processes by role for `queue` (``leader``, ``follower-1``, ...)."""
@@ -704,6 +722,7 @@ def _describe(phase: Phase, r: dict[str, Any]) -> str:
 def measure(target: Target, phases: list[Phase], args: argparse.Namespace,
             root: Path) -> dict[str, dict[str, Any]]:
     """Every phase against one target, each printed as it ends."""
+    target.consumer_node = 0 if args.consumer_node == "same" else 1
     print(f"{target.label}: publisher on {_where(target.publisher_url)}, consumer "
           f"on {_where(target.consumer_url)}; {args.warmup:g} s warm-up + "
           f"{args.seconds:g} s per phase", flush=True)
@@ -793,6 +812,9 @@ def main() -> int:
     parser.add_argument("--record", type=int, default=None, metavar="K",
                         help="warren's nodes record their history, with a state digest "
                              "every K log indexes (what recording costs a run)")
+    parser.add_argument("--consumer-node", choices=("other", "same"), default="other",
+                        help="the consumer connects to another node than the publisher "
+                             "(default) or to the publisher's, where the queue's leader is")
     args = parser.parse_args()
     if args.record is not None and args.record < 1:
         parser.error("--record: K must be at least 1")
@@ -844,7 +866,7 @@ def main() -> int:
         **ratios(ours, reference),
         "window": WINDOW, "prefetch": PREFETCH, "seconds": args.seconds,
         "warmup": args.warmup, "nodes": len(urls) or args.nodes, "ra": ra,
-        "record_state_digest_every": args.record,
+        "record_state_digest_every": args.record, "consumer_node": args.consumer_node,
     }
     if profile:
         out["profile_top_self"] = {k: [f"{f} {s}%" for f, s, _ in v.rows[:5]]
