@@ -5,7 +5,7 @@ jars before and while it runs the first queries. Mapped from an archive instead,
 session starts in about 5 s instead of 9 and a history loads in 1 s instead of 2.5
 (2-core machine: a cold analysis of 50k events 18% faster, of 1M events 13%; at 10M
 the few seconds saved are within the run-to-run noise of a 220 s run). Building one
-costs about two minutes, once: HotSpot records every class a full synthetic analysis
+costs half a minute to two minutes, once: HotSpot records every class a full synthetic analysis
 loads and writes them at JVM exit (`-XX:ArchiveClassesAtExit`, a dynamic archive on
 top of the JDK's own). So it is built on request (`warren spark-archive`), never on
 the way to a verdict, and used by every later local session that finds it.
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"removed {path}")
         return 0
     print("warren spark-archive: analysing a synthetic history to record Spark's classes "
-          "(about two minutes)...", flush=True)
+          "(up to two minutes)...", flush=True)
     try:
         result = build()
     except ArchiveError as exc:
