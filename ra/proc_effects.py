@@ -69,6 +69,7 @@ def send_applied_notifications(proc: RaServerProc, nots: dict[Any, Any]) -> None
     for pid, replies in nots.items():
         if not safe_send(pid, ("ra_event", proc.id, ("applied", list(replies)))):
             pending[pid] = list(replies)
+    proc.notified = proc.notified or bool(nots)
 
 
 def _node_of(to: Any) -> str | None:
