@@ -215,7 +215,7 @@ queued went out before the writer did. The server now yields once after sending
 ``applied`` events (`ra.proc`'s loop; 0.05 ms off window-1 p50 on average over
 fourteen alternated pairs). Yielding also after a follower's replies, or after
 local deliveries, was slower at window 1 and gave the consumer nothing at window
-256 (four and three pairs). Two full runs then: 16 B 12,142 against 11,387 msg/s
+256 (four and three pairs). A full run then: 16 B 12,142 against 11,387 msg/s
 (1.07), 1 KiB 10,298 against 10,957 (0.94), window-1 p50 2.33 against 1.09 ms (2.13
 times), consumer 7,181 against 11,176 msg/s; before it, the same day, 1.01 / 1.03
 and 1.97 times, and 0.84 / 1.01 and 1.81 times. Window-1-only runs that day
