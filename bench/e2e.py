@@ -215,11 +215,14 @@ queued went out before the writer did. The server now yields once after sending
 ``applied`` events (`ra.proc`'s loop; 0.05 ms off window-1 p50 on average over
 fourteen alternated pairs). Yielding also after a follower's replies, or after
 local deliveries, was slower at window 1 and gave the consumer nothing at window
-256 (four and three pairs). A full run then: 16 B 12,142 against 11,387 msg/s
-(1.07), 1 KiB 10,298 against 10,957 (0.94), window-1 p50 2.33 against 1.09 ms (2.13
-times), consumer 7,181 against 11,176 msg/s; before it, the same day, 1.01 / 1.03
-and 1.97 times, and 0.84 / 1.01 and 1.81 times. Window-1-only runs that day
-(``--phases w1``, before the change): 2.16 / 2.13 / 2.05 / 2.41 / 2.17 / 2.02 times.
+256 (four and three pairs); a second yield, so that the writer a woken channel
+wakes in turn also runs first, was lower in seven of ten pairs but 2.50 against
+2.51 ms on average, on a machine swinging between 2.3 and 3.0 ms: not kept. A full
+run then: 16 B 12,142 against 11,387 msg/s (1.07), 1 KiB 10,298 against 10,957
+(0.94), window-1 p50 2.33 against 1.09 ms (2.13 times), consumer 7,181 against
+11,176 msg/s; before it, the same day, 1.01 / 1.03 and 1.97 times, and 0.84 / 1.01
+and 1.81 times. Window-1-only runs that day (``--phases w1``, before the change):
+2.16 / 2.13 / 2.05 / 2.41 / 2.17 / 2.02 times.
 Earlier figures, from the machine the fixed reference comes from:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
