@@ -69,7 +69,8 @@ def send_applied_notifications(proc: RaServerProc, nots: dict[Any, Any]) -> None
     for pid, replies in nots.items():
         if not safe_send(pid, ("ra_event", proc.id, ("applied", list(replies)))):
             pending[pid] = list(replies)
-    proc.notified = proc.notified or bool(nots)
+    if nots:
+        proc.notified = True  # the loop lets the woken clients run next
 
 
 def _node_of(to: Any) -> str | None:
