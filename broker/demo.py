@@ -12,6 +12,7 @@ ring again.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,6 +81,7 @@ class DemoCluster:
         for proc in self.procs.values():
             proc.wait()
         self.procs.clear()
+        shutil.rmtree(self.data, ignore_errors=True)
 
 
 def expect(pred: Any, what: str, timeout_ms: int = 10_000) -> Any:

@@ -42,8 +42,11 @@ def plan(count: int, base: Path) -> list[BrokerProc]:
 
 
 def launch(b: BrokerProc, args: list[str]) -> None:
+    """Start `b`'s node; its stderr goes to a log beside its data dir (the test's
+    tmp_path), so a node that is killed and started again leaves no file elsewhere."""
+    b.data_dir.parent.mkdir(parents=True, exist_ok=True)
     log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the child
-        prefix="warren-broker-", suffix=".log", delete=False)
+        prefix=f"{b.data_dir.name}-", suffix=".log", dir=b.data_dir.parent, delete=False)
     b.proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "node", "start", *args],
                               cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=log)
     log.close()
