@@ -51,3 +51,27 @@ def test_a_decision_one_server_lacks_is_suspect(spark: SparkSession) -> None:
     rep.remove(gone)
     suspects, _ = _summary(spark, syn)
     assert suspects == {(gone["queue"], gone["raft_index"])}
+
+
+def _with_extra_servers(seed: int, extra: int) -> tuple[synthetic.Synthetic, tuple[str, int]]:
+    """A clean history where `extra` more servers of one queue applied one index that
+    holds no decision and no send (so their rows break no rule)."""
+    syn = synthetic.generate(seed, 20)
+    rep = syn.tables["replica_events"]
+    busy = {(r["queue"], r["raft_index"]) for r in rep
+            if r["kind"] in ("service_queue", "local_delivery")}
+    row = next(r for r in rep if r["kind"] == "applied"
+               and (r["queue"], r["raft_index"]) not in busy)
+    for j in range(extra):  # named after the queue's own servers, so they sort last
+        rep.append({**row, "node": f"x{j:02d}", "emitter": f"x{j:02d}/ra/{row['queue']}",
+                    "server": f"{row['queue']}@x{j:02d}", "seq": 0})
+    return syn, (row["queue"], row["raft_index"])
+
+
+def test_servers_beyond_the_bits_make_their_indexes_suspect(spark: SparkSession) -> None:
+    # 3 + 60 servers each have a bit; the 64th and 65th do not, and the exact rules
+    # must judge the one index where they have rows
+    syn, at = _with_extra_servers(14, 60)
+    assert _summary(spark, syn)[0] == set()
+    syn, at = _with_extra_servers(14, 62)
+    assert _summary(spark, syn)[0] == {at}
