@@ -56,7 +56,16 @@ JVM each on the same 10M history: shuffle compression off 62.8 s against 61.9 s;
 young generation as large as the old (`-XX:NewRatio=1`) 55.8 / 60.7 / 62.3 s against
 61.9 / 58.0 / 61.4 s. A later day, same machine and code, with the class archive:
 50k events 15.1 s, 10M 53.5 s (checks 50.6), peak RSS 2.2 GB, JVM CPU 97.6 s (tasks
-52.0, JIT 27.1); see docs/analysis.md.
+52.0, JIT 27.1); see docs/analysis.md. With the per-index summary read and shuffled
+once (`analysis.checks.common.index_summary`), on a slower hour: 50k events 16.7 s,
+10M 62.8 s (checks 59.1), JVM CPU 113.5 s; the checks alone on the stored 10M history,
+alternated with the code before it: 60.3 / 54.8 / 54.4 s against 65.2 / 55.8 / 59.3 s.
+Tried and not kept there: Spark's file splits at 5 MB, so that the three replica
+files make nine tasks instead of three on two cores (checks 61.7 / 57.7 s against
+52.7 / 56.8 s: more tasks, more CPU); Java 25 with an AOT cache of a training run
+(classes and method profiles, JEP 483 and 515): 53.2 / 57.2 s cold against 62.0 /
+61.2 s for Java 25 without it, as fast as Java 17 with the class archive, the JIT
+still 26-27 s of CPU.
 """
 
 from __future__ import annotations
