@@ -222,7 +222,20 @@ run then: 16 B 12,142 against 11,387 msg/s (1.07), 1 KiB 10,298 against 10,957
 (0.94), window-1 p50 2.33 against 1.09 ms (2.13 times), consumer 7,181 against
 11,176 msg/s; before it, the same day, 1.01 / 1.03 and 1.97 times, and 0.84 / 1.01
 and 1.81 times. Window-1-only runs that day (``--phases w1``, before the change):
-2.16 / 2.13 / 2.05 / 2.41 / 2.17 / 2.02 times.
+2.16 / 2.13 / 2.05 / 2.41 / 2.17 / 2.02 times. Five more after it, the next day:
+2.29 / 2.07 / 2.26 / 2.07 / 2.18 ms against 1.03 / 1.01 / 0.96 / 1.21 / 1.00 ms
+(2.22 / 2.05 / 2.36 / 1.72 / 2.19 times). RabbitMQ's own Ra counters
+(``ra_counters:overview()``, ``ra_log_wal``) over a window-1 run: 1.65-1.79 WAL
+batches, each one write and one fdatasync, a message on each node (two entries a
+message, the enqueue and the consumer's settle), about warren's 1.85: both brokers
+sync the settle apart from the next publish. py-spy on the three nodes over a window-1
+run: the leader's main thread is in its inline fdatasync for 27 % of the wall time
+(the followers' for 25-27 %); a third of its other samples are in the hub's loop or
+in ZeroMQ sends (which wake the I/O thread), half of a follower's, and no Python
+function holds more than a few percent. Syncing lone
+entries on the pool thread again, eight alternated pairs: 2.32 / 2.29 / 2.41 / 2.41 /
+2.40 / 2.30 / 2.36 / 2.25 ms against 2.41 / 2.21 / 2.32 / 2.19 / 2.15 / 2.26 / 2.10 /
+2.12 ms inline: not kept.
 Earlier figures, from the machine the fixed reference comes from:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
