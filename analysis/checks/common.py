@@ -291,11 +291,13 @@ def rare_replica_rows(h: History) -> DataFrame:
 
 
 def enqueue_pos(h: History) -> DataFrame:
-    """(queue, msg_id, pos): raft index of the applied enqueue of each message."""
+    """(queue, msg_id, pos, pos_last): the lowest and the highest raft index at which
+    an enqueue of the message was applied; they differ when the queue took it twice."""
     return h.cached("enqueue_pos", lambda: h["replica_events"]
             .where((F.col("kind") == "applied") & (F.col("cmd_type") == "enqueue")
                    & F.col("msg_id").isNotNull())
-            .groupBy("queue", "msg_id").agg(F.min("raft_index").alias("pos")))
+            .groupBy("queue", "msg_id").agg(F.min("raft_index").alias("pos"),
+                                            F.max("raft_index").alias("pos_last")))
 
 
 def settles(h: History) -> DataFrame:

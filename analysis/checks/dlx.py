@@ -10,6 +10,7 @@ from analysis import model
 from analysis.checks.common import (
     CheckResult,
     count_rows,
+    enqueue_pos,
     lit_map,
     no_violations,
     rare_replica_rows,
@@ -27,17 +28,17 @@ def run(h: History, p: Params) -> CheckResult:
     if not sources or not h.has("replica_events"):
         status, note = model.dlx_status({}, False, h.drained)
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
-    rep = h["replica_events"]
     rare = rare_replica_rows(h)
     discards = (rare.where((F.col("kind") == "dlx_discard") & F.col("queue").isin(list(sources)))
                 .withColumn("target", lit_map(sources, "string", "string")[F.col("queue")])
                 .groupBy("queue", "target", "msg_id").agg(F.min("ts_ns").alias("ts_ns")))
     # only the dead-letter targets' enqueues and deliveries can answer a discard
     targets = sorted({t for t in sources.values() if t is not None})
-    enq = (rep.where((F.col("kind") == "applied") & (F.col("cmd_type") == "enqueue")
-                     & F.col("queue").isin(targets))
-           .groupBy(F.col("queue").alias("target"), "msg_id")
-           .agg(F.count_distinct("raft_index").alias("enqueues")))
+    # (the applied enqueues per message are shared with the ordering checks: no scan
+    # of the replica rows of its own)
+    enq = (enqueue_pos(h).where(F.col("queue").isin(targets))
+           .select(F.col("queue").alias("target"), "msg_id",
+                   (F.col("pos_last") > F.col("pos")).alias("enqueued_twice")))
     delivered = (h["client_ops"].where(F.col("kind").isin("deliver", "get_ok")
                                        & F.col("queue").isin(targets))
                  .select(F.col("queue").alias("target"), "msg_id").distinct()
@@ -48,14 +49,14 @@ def run(h: History, p: Params) -> CheckResult:
     d = h.cached("dlx/discards", lambda: discards.join(enq, ["target", "msg_id"], "left")
                  .join(delivered, ["target", "msg_id"], "left")
                  .join(settled, ["queue", "msg_id"], "left"))
-    arrived = F.col("enqueues").isNotNull() | F.col("delivered").isNotNull()
+    arrived = F.col("enqueued_twice").isNotNull() | F.col("delivered").isNotNull()
     kind = F.when(F.col("settled").isNotNull(), "dlx_lost").otherwise("dlx_pending")
     violations = vrows(d.where(~arrived), CHECK, kind, queue=F.col("queue"),
                        msg_id=F.col("msg_id"), key=F.col("target"), ts_ns=F.col("ts_ns"))
     counts = count_rows(d, discards=F.count("*"),
                         dlx_lost=total(~arrived & F.col("settled").isNotNull()),
                         dlx_pending=total(~arrived & F.col("settled").isNull()),
-                        dlx_duplicates=total(F.col("enqueues") > 1))
+                        dlx_duplicates=total(F.col("enqueued_twice")))
     status, note = model.dlx_status(counts, True, h.drained)
     return CheckResult(CHECK, status, counts["discards"], violations, counts, note,
                        violation_count=counts["dlx_lost"] + counts["dlx_pending"])

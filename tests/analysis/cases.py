@@ -315,6 +315,20 @@ def dlx_lost_and_pending(b: Builder) -> tuple[list[Violation], dict[str, str]]:
 
 
 @case
+def dlx_duplicate_dead_letter_is_counted_not_lost(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    # at-least-once: the target took the discarded message twice (its worker resent it
+    # after a failover); the message arrived, and the second copy is only counted
+    b.config("src", dlx_strategy="at-least-once", dlx_target="dlq")
+    b.rep("dlx_discard", "src", "n1", msg_id=1)
+    b.applied("dlq", 1, "enqueue", 1)
+    b.applied("dlq", 2, "enqueue", 1)
+    b.rep("dlx_settled", "src", "n1", msg_id=1)
+    b.drain()
+    return [], {"dlx_at_least_once": "pass"}
+
+
+@case
 def publish_order_broken_per_channel(b: Builder) -> tuple[list[Violation], dict[str, str]]:
     b.open("p"), b.open("c")
     for m in (1, 2, 3):

@@ -107,3 +107,10 @@ def test_redeliveries_the_replicas_judge_keep_the_client_figure_as_information()
     assert counts == {"settled_message_decided_again_is_duplicated": (1, 1),
                       "an_ack_the_queue_never_settled_explains_the_redelivery": (0, 1),
                       "duplicate_beyond_redelivery": (1, 0)}
+
+
+def test_a_duplicate_dead_letter_is_counted() -> None:
+    b = Builder()
+    CASES["dlx_duplicate_dead_letter_is_counted_not_lost"](b)
+    result = reference.run_all(reference.RefHistory.from_rows(b.tables()))["dlx_at_least_once"]
+    assert (result.counts["dlx_duplicates"], result.counts["dlx_lost"]) == (1, 0)
