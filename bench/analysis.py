@@ -60,6 +60,8 @@ young generation as large as the old (`-XX:NewRatio=1`) 55.8 / 60.7 / 62.3 s aga
 once (`analysis.checks.common.index_summary`), on a slower hour: 50k events 16.7 s,
 10M 62.8 s (checks 59.1), JVM CPU 113.5 s; the checks alone on the stored 10M history,
 alternated with the code before it: 60.3 / 54.8 / 54.4 s against 65.2 / 55.8 / 59.3 s.
+Then with the dead-letter and emptiness checks reading cached frames instead of the
+replica rows: 52.2 / 53.6 / 50.6 s against 56.4 / 54.1 / 53.0 s.
 Tried and not kept there: Spark's file splits at 5 MB, so that the three replica
 files make nine tasks instead of three on two cores (checks 61.7 / 57.7 s against
 52.7 / 56.8 s: more tasks, more CPU); Java 25 with an AOT cache of a training run
