@@ -37,7 +37,7 @@ def run(h: History, p: Params) -> CheckResult:
     # (the applied enqueues per message are shared with the ordering checks: no scan
     # of the replica rows of its own)
     enq = (enqueue_pos(h).where(F.col("queue").isin(targets))
-           .select(F.col("queue").alias("target"), "msg_id",
+           .select(F.col("queue").alias("target"), "msg_id", F.lit(True).alias("enqueued"),
                    (F.col("pos_last") > F.col("pos")).alias("enqueued_twice")))
     delivered = (h["client_ops"].where(F.col("kind").isin("deliver", "get_ok")
                                        & F.col("queue").isin(targets))
@@ -49,7 +49,7 @@ def run(h: History, p: Params) -> CheckResult:
     d = h.cached("dlx/discards", lambda: discards.join(enq, ["target", "msg_id"], "left")
                  .join(delivered, ["target", "msg_id"], "left")
                  .join(settled, ["queue", "msg_id"], "left"))
-    arrived = F.col("enqueued_twice").isNotNull() | F.col("delivered").isNotNull()
+    arrived = F.col("enqueued").isNotNull() | F.col("delivered").isNotNull()
     kind = F.when(F.col("settled").isNotNull(), "dlx_lost").otherwise("dlx_pending")
     violations = vrows(d.where(~arrived), CHECK, kind, queue=F.col("queue"),
                        msg_id=F.col("msg_id"), key=F.col("target"), ts_ns=F.col("ts_ns"))
