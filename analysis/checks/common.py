@@ -563,8 +563,13 @@ def _index_summary(h: History) -> DataFrame:
     k = F.col("k")
     key = [*idx, "keyed", "msg_id", "attempt"]  # applied rows: one key per index
 
-    def lo_hi(col: str, lo: str | None = None, hi: str | None = None) -> list[Column]:
-        return [F.min(lo or col).alias(f"{col}_lo"), F.max(hi or col).alias(f"{col}_hi")]
+    def lo_hi(col: str) -> list[Column]:
+        """The range of `col` over a group's rows, as `col_lo` and `col_hi`."""
+        return [F.min(col).alias(f"{col}_lo"), F.max(col).alias(f"{col}_hi")]
+
+    def rolled(name: str) -> list[Column]:
+        """The range `name_lo`..`name_hi` over a group of ranges."""
+        return [F.min(f"{name}_lo").alias(f"{name}_lo"), F.max(f"{name}_hi").alias(f"{name}_hi")]
 
     # (1) an index's applied rows; each decision (its consumer hash) with the set of
     # servers that made it; the sends of a key
@@ -581,9 +586,7 @@ def _index_summary(h: History) -> DataFrame:
         F.count(F.when(decision, 1)).alias("n_dec"),
         F.sum(F.when(sends, F.col("n"))).alias("n_send"),
         F.min(F.when(sends, F.col("sender"))).alias("send_h"),
-        F.min("term").alias("term"), *lo_hi("log_h", "log_h_lo", "log_h_hi"),
-        *lo_hi("state", "state_lo", "state_hi"),
-        *lo_hi("member_h", "member_h_lo", "member_h_hi"),
+        F.min("term").alias("term"), *rolled("log_h"), *rolled("state"), *rolled("member_h"),
         F.sum("n_no_member").alias("n_no_member"),
         F.min(F.when(decision, F.col("set"))).alias("dec_set_lo"),
         F.max(F.when(decision, F.col("set"))).alias("dec_set_hi"))
@@ -603,12 +606,12 @@ def _index_summary(h: History) -> DataFrame:
         F.sum("n_applied").alias("applied"),
         F.bit_or("set").alias("servers"), F.max("no_bit").alias("no_bit"),
         F.min("term").alias("term"),
-        *lo_hi("log", "log_h_lo", "log_h_hi"), *lo_hi("state", "state_lo", "state_hi"),
+        *rolled("log_h"), *rolled("state"),
         F.sum("n_dec").alias("decisions"),
         F.count(F.when(key_bad, 1)).alias("bad_keys"),
         F.min(F.when(by_leader, send)).alias("lead_lo"),
         F.max(F.when(by_leader, send)).alias("lead_hi"),
-        *lo_hi("dec_set", "dec_set_lo", "dec_set_hi"))
+        *rolled("dec_set"))
     leaders = term_leaders(h).select("l_queue", "l_term",
                                      F.xxhash64("term_leader").alias("leader_h"))
     both = summary.join(F.broadcast(leaders), (F.col("queue") == F.col("l_queue"))
@@ -624,7 +627,7 @@ def _index_summary(h: History) -> DataFrame:
     leader_h = F.col("leader_h")
     wrong_leader = (F.col("lead_lo").isNotNull() & leader_h.isNotNull()
                     & ((F.col("lead_lo") != leader_h) | (F.col("lead_hi") != leader_h)))
-    suspect = (differ("log_lo", "log_hi") | differ("state_lo", "state_hi") | uneven
+    suspect = (differ("log_h_lo", "log_h_hi") | differ("state_lo", "state_hi") | uneven
                | (F.col("bad_keys") > 0) | wrong_leader
                | F.coalesce(F.col("no_bit"), F.lit(False)))
     return both.select(*idx, F.coalesce("applied", F.lit(0)).alias("applied"),
