@@ -71,9 +71,14 @@ def test_a_killed_leader_recovers_from_wal_segments_and_snapshot_and_catches_up(
     pub = Publisher(ids, leader)
     for start in range(0, 800, 100):
         _publish(pub, range(start, start + 100))
+    uid = overview(leader)["uid"]
+    # the segment writer flushes a rolled-over WAL file in the background: wait
+    # until the leader's entries sit in all three kinds of file before the kill
+    wait_until(lambda: all(_files(procs.node_of(leader), uid).values()),
+               what="WAL, segments and a snapshot on the leader's disk")
     before = overview(leader)
     procs.kill(procs.node_of(leader))
-    on_disk = _files(procs.node_of(leader), before["uid"])
+    on_disk = _files(procs.node_of(leader), uid)
     assert on_disk["wal"] and on_disk["segments"] and on_disk["snapshots"], on_disk
 
     # the survivors go on without it
