@@ -236,6 +236,21 @@ function holds more than a few percent. Syncing lone
 entries on the pool thread again, eight alternated pairs: 2.32 / 2.29 / 2.41 / 2.41 /
 2.40 / 2.30 / 2.36 / 2.25 ms against 2.41 / 2.21 / 2.32 / 2.19 / 2.15 / 2.26 / 2.10 /
 2.12 ms inline: not kept.
+The same profile showed a tenth of the leader's busy samples in ZeroMQ sends: each
+wakes libzmq's I/O thread, which, as a normal thread, preempted the hub on its own
+core. With that thread on Linux's batch policy (`transports.zmq_io.IO_THREAD_POLICY`),
+window-1 p50 was lower in all ten alternated pairs: 2.13 / 2.19 / 2.02 / 1.95 / 2.12 /
+2.18 / 2.15 against 2.33 / 2.43 / 2.10 / 2.06 / 2.40 / 2.26 / 2.32 ms, then, with the
+policy in the code and ``WARREN_ZMQ_IO_SCHED=other`` as the reference, 1.88 / 2.30 /
+2.34 against 2.35 / 2.55 / 2.56 ms; window 256 10,967 / 10,974 / 12,515 against
+10,708 / 11,766 / 11,671 msg/s. Not kept: the idle policy for that thread (1.86 /
+1.91 / 1.84 against 1.97 / 1.82 / 1.92 ms), the batch policy for the whole node
+process (within the noise) or for the WAL's pool threads (window 256 within the
+noise), and no yield after ``applied`` events again (2.05 / 1.96 / 2.09 against
+2.10 / 1.93 / 2.04 ms). Window-1 runs then, RabbitMQ in the same runs: 1.98 / 2.00 /
+1.99 / 1.91 / 1.87 / 2.00 / 2.03 / 2.33 times (median 2.0), and a full run: 12,285
+msg/s at 16 B (0.96 of RabbitMQ's), 10,738 at 1 KiB (1.02), window-1 p50 2.10
+against 1.02 ms (2.06 times), consumer 7,472 msg/s.
 Earlier figures, from the machine the fixed reference comes from:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
