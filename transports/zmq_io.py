@@ -29,6 +29,7 @@ once).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -49,6 +50,7 @@ __all__ = ["HubIoLoop", "IoLoop"]
 log = logging.getLogger("warren.transport.zmq")
 
 _start_new_thread = get_original("_thread", "start_new_thread")
+_allocate_lock = get_original("_thread", "allocate_lock")
 
 # Events for the hub (first element).
 EV_UP = "up"  # (EV_UP, peer, sid, creation)
@@ -97,13 +99,41 @@ def io_thread_policy() -> int | None:
     return _POLICIES[name]
 
 
+@functools.cache
+def policy_allowed(policy: int) -> bool:
+    """Whether a thread of this process may take `policy`, tried on a throwaway thread.
+
+    libzmq aborts the process when its thread cannot take the policy it was given,
+    and a sandbox may refuse what Linux itself allows anyone."""
+    done = _allocate_lock()
+    done.acquire()
+    allowed: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.sched_setscheduler(0, policy, os.sched_param(0))  # 0: this thread
+            allowed.append(True)
+        except OSError:
+            allowed.append(False)
+        finally:
+            done.release()
+
+    _start_new_thread(probe, ())
+    done.acquire()
+    return allowed[0]
+
+
 def new_context() -> zmq.Context:
     """A ZeroMQ context whose threads (started with its first socket) get
-    `io_thread_policy`."""
+    `io_thread_policy`, where this process may give it."""
     ctx = zmq.Context()
     policy = io_thread_policy()
     if policy is not None:
-        ctx.set(zmq.THREAD_SCHED_POLICY, policy)
+        if policy_allowed(policy):
+            ctx.set(zmq.THREAD_SCHED_POLICY, policy)
+        else:
+            log.info("ZeroMQ's threads keep the default scheduling policy: "
+                     "policy %d is refused here", policy)
     return ctx
 
 

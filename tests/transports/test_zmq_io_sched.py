@@ -76,6 +76,22 @@ def test_the_environment_can_leave_them_normal(monkeypatch: pytest.MonkeyPatch) 
     assert set(_policies_of_new_threads(_context_with_a_socket)) == {os.SCHED_OTHER}
 
 
+def test_a_policy_the_process_may_not_take_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # libzmq would abort its thread on a refused policy: a sandbox that refuses it
+    # leaves the threads as the OS starts them
+    monkeypatch.delenv(IO_SCHED_ENV, raising=False)
+
+    def refuse(pid: int, policy: int, param: os.sched_param) -> None:
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    zmq_io.policy_allowed.cache_clear()
+    try:
+        assert not zmq_io.policy_allowed(os.SCHED_BATCH)
+        assert set(_policies_of_new_threads(_context_with_a_socket)) == {os.SCHED_OTHER}
+    finally:
+        zmq_io.policy_allowed.cache_clear()
+
+
 def test_an_unknown_policy_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(IO_SCHED_ENV, "fifo")
     with pytest.raises(ValueError, match="WARREN_ZMQ_IO_SCHED='fifo'"):
