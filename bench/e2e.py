@@ -247,10 +247,12 @@ policy in the code and ``WARREN_ZMQ_IO_SCHED=other`` as the reference, 1.88 / 2.
 1.91 / 1.84 against 1.97 / 1.82 / 1.92 ms), the batch policy for the whole node
 process (within the noise) or for the WAL's pool threads (window 256 within the
 noise), and no yield after ``applied`` events again (2.05 / 1.96 / 2.09 against
-2.10 / 1.93 / 2.04 ms). Window-1 runs then, RabbitMQ in the same runs: 1.98 / 2.00 /
-1.99 / 1.91 / 1.87 / 2.00 / 2.03 / 2.33 times (median 2.0), and a full run: 12,285
-msg/s at 16 B (0.96 of RabbitMQ's), 10,738 at 1 KiB (1.02), window-1 p50 2.10
-against 1.02 ms (2.06 times), consumer 7,472 msg/s.
+2.10 / 1.93 / 2.04 ms). Window-1-only runs then, RabbitMQ in the same runs: 1.98 /
+2.00 / 1.99 / 1.91 / 1.87 / 2.00 / 2.03 / 2.33 / 1.90 / 1.82 / 2.08 / 1.95 / 1.77 /
+1.95 times; two full runs: 12,285 / 11,076 msg/s at 16 B (0.96 / 0.76 of RabbitMQ's
+12,801 / 14,532), 10,738 / 10,757 at 1 KiB (1.02 / 1.05), window-1 p50 2.10 / 2.01
+against 1.02 / 1.01 ms (2.06 / 1.99 times), consumer 7,472 / 6,594 against 11,343 /
+12,104 msg/s. Over those sixteen runs the window-1 ratio's median is 1.985.
 Earlier figures, from the machine the fixed reference comes from:
 
 * Window 256 is CPU-bound: the leader's node used 0.73 of a core, the followers'
