@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -34,9 +35,13 @@ def _zmq_threads() -> set[int]:
     return found
 
 
-def _policies_of_new_threads(make: object) -> list[int]:
+Closer = Callable[[], None]
+
+
+def _policies_of_new_threads(make: Callable[[], Closer]) -> list[int]:
+    """The policies of the libzmq threads `make` starts; its result closes them."""
     before = _zmq_threads()
-    closer = make()  # type: ignore[operator]
+    closer = make()
     try:
         new = _zmq_threads() - before
         assert new, "a context with a socket has started its threads"
@@ -45,7 +50,7 @@ def _policies_of_new_threads(make: object) -> list[int]:
         closer()
 
 
-def _context_with_a_socket() -> object:
+def _context_with_a_socket() -> Closer:
     ctx = new_context()
     sock = ctx.socket(zmq_io.zmq.PAIR)
 
@@ -64,7 +69,7 @@ def test_the_threads_of_a_new_context_are_batch_threads(monkeypatch: pytest.Monk
 def test_a_node_s_socket_layer_uses_such_a_context(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(IO_SCHED_ENV, raising=False)
 
-    def loop() -> object:
+    def loop() -> Closer:
         io = IoLoop("s@127.0.0.1:1", 1, b"cookie", f"tcp://127.0.0.1:{free_port()}", 1.0,
                     lambda: None)
         return io._shutdown
