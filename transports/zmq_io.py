@@ -82,9 +82,7 @@ _POLICIES = {"batch": getattr(os, "SCHED_BATCH", None), "other": getattr(os, "SC
 #: sync) waits for the I/O thread's turn. A batch thread is never run by a wake-up
 #: preemption: it takes an idle core, or the hub's core when the hub blocks (the
 #: sync, the poll), and otherwise has its fair share of CPU like any thread.
-#: Measured on bench/e2e.py (three nodes, one 2-core machine): window-1 confirm
-#: p50 2.11 against 2.27 ms on average over seven alternated pairs, every pair
-#: lower; at window 256 within the noise (11.5k against 11.4k msg/s, three pairs).
+#: The measurements are in docs/transports.md.
 IO_THREAD_POLICY = _POLICIES["batch"]
 
 
