@@ -23,10 +23,10 @@ from analysis import model
 from analysis.checks.common import (
     BIG,
     CheckResult,
+    block_summary,
     consumer_key,
     count_parts,
     dark_intervals,
-    index_summary,
     lifecycle_ops,
     member_at,
     no_violations,
@@ -78,11 +78,12 @@ def run(h: History, p: Params) -> CheckResult:
                   .unionByName(orphan_v))
     # `excused` is distinct, so the left join keeps each orphan once
     orphans = orphan.join(excused.withColumn("excused", F.lit(True)), [*MSG, "ck"], "left")
-    # decisions of clean indexes are only counted (`index_summary`); `dec` holds the
+    # decisions of clean blocks are only counted (`block_summary`); `dec` holds the
     # decisions of suspect ones
     counts = count_parts(
-        (index_summary(h), {"decisions": F.sum("decisions")}),
-        (dec, {"unrecorded_decisions": total(missing & F.col("unrecorded")),
+        (block_summary(h), {"clean_decisions": F.sum("decisions")}),
+        (dec, {"suspect_decisions": F.count(F.lit(1)),
+               "unrecorded_decisions": total(missing & F.col("unrecorded")),
                "_missing": total(missing & ~F.col("unrecorded")),
                "_double": total(F.col("n_first") > 1),
                "_wrong": F.sum(F.when(has_wrong, F.size("wrong")))}),
@@ -90,6 +91,8 @@ def run(h: History, p: Params) -> CheckResult:
                    "_orphan": total(F.col("excused").isNull())}),
         (per_index(h), {"resent_after_restart": F.sum(_resent())}))
     n = take_violations(counts)
+    counts = {"decisions": counts.pop("clean_decisions") + counts.pop("suspect_decisions"),
+              **counts}
     return CheckResult(CHECK, None, counts["decisions"], violations, counts,
                        model.unrecorded_note(counts), violation_count=n)
 

@@ -5,9 +5,9 @@ order, and at most one leader is elected per term.
 A server killed while recording an apply may have lost that index's decisions (spec
 4.0): such (server, index) pairs are left out of decision agreement and counted.
 
-Log, state and decision agreement are decided by `common.index_summary` (fixed-width
-aggregates per log index, shared with local delivery) and read exactly from
-`common.per_index` for the indexes it flags; apply order needs each server's rows in
+Log, state and decision agreement are decided by `common.block_summary` (fixed-width
+aggregates per block of log indexes, shared with local delivery) and read exactly from
+`common.per_index` for the blocks it flags; apply order needs each server's rows in
 time order, a window.
 """
 
@@ -20,9 +20,9 @@ from analysis import model
 from analysis.checks.common import (
     ORDER,
     CheckResult,
+    block_summary,
     count_parts,
     dark_intervals,
-    index_summary,
     no_violations,
     per_index,
     rare_replica_rows,
@@ -84,7 +84,7 @@ def run(h: History, p: Params) -> CheckResult:
     violations = (log_v.unionByName(state_v).unionByName(dec_v).unionByName(order_v)
                   .unionByName(elect_v))
     counts = count_parts(
-        (index_summary(h), {"applied": F.sum("applied")}),
+        (block_summary(h), {"applied": F.sum("applied")}),
         (cut, {"unrecorded_indexes": F.count(F.lit(1))}),
         (per, {"_log": total(F.col("n_log") > 1), "_state": total(F.col("n_state") > 1),
                "_dec": total(F.col("n_dec") > 1)}),
