@@ -502,7 +502,8 @@ def block_summary(h: History) -> DataFrame:
     Why blocks: the rows of one log index come from every member's file, so a summary
     per index shuffles nearly every replica row (6.1M of 7.75M at 10M events). Each
     member's rows of a block fold into one row before the shuffle instead, and the
-    members' rows are compared after it: warm, at 10M events, 2.9 s against 5.5 s.
+    members' rows are compared after it: warm, at 10M events, 4.2-4.4 s against
+    5.4-5.6 s.
 
     A block is clean when every server with an `applied` or `service_queue` row in it
     applied each index of one unbroken range exactly once (count, first and last
@@ -522,13 +523,13 @@ def block_summary(h: History) -> DataFrame:
     return h.cached("block_summary", lambda: _block_summary(h))
 
 
-#: consecutive log indexes summarised together by `block_summary`: at 10M events,
-#: warm, 64 and 128 cost the same (2.9-3.0 s) and 512 2.6-2.9 s, while every block
-#: with an election and leader sends (one per queue there) goes through the exact rules
+#: consecutive log indexes summarised together by `block_summary`: at 10M events, warm,
+#: 64, 128 and 512 cost about the same (2.6-3.0 s, before the leader-term check), and a
+#: small block leaves few indexes to the exact rules where one is suspect
 LOG_BLOCK = 64
 _LOW32 = 0xFFFFFFFF
-#: terms from this one on make their block suspect (`block_summary` keeps sums of
-#: squared terms, which must not overflow)
+#: a term from this one on (or none) makes a block with decisions for the leader
+#: suspect (`block_summary` keeps sums of squared terms, which must not overflow)
 _TERM_CAP = 1 << 20
 
 
@@ -581,9 +582,9 @@ def _block_summary(h: History) -> DataFrame:
                     F.when(sent, _hash_present("raft_index", "msg_id", "attempt", "server"))
                     .alias("snd_x"),
                     ((decided | sent) & (F.col("msg_id").isNull() | F.col("attempt").isNull()
-                                         | (decided & expected.isNull()))
-                     | ((applied | decided) & ~F.coalesce(F.col("raft_term").between(
-                         0, _TERM_CAP - 1), F.lit(False)))).alias("odd_row"),
+                                         | (decided & expected.isNull()))).alias("odd_row"),
+                    ((applied | decided) & ~F.coalesce(F.col("raft_term").between(
+                        0, _TERM_CAP - 1), F.lit(False))).alias("bad_term"),
                     (decided & F.col("member").isNull()).alias("by_leader")))
     a, d, off, term = F.col("a"), F.col("d"), F.col("off"), F.col("term")
     per_server = rows.groupBy("queue", "block", "server", "s_idx", "s_msg", "s_attempt").agg(
@@ -600,6 +601,7 @@ def _block_summary(h: History) -> DataFrame:
         F.count(F.when(d, 1)).alias("n_dec"), F.count(F.when(F.col("s"), 1)).alias("n_snd"),
         F.count(F.when(F.col("odd_row"), 1)).alias("n_odd"),
         F.count(F.when(F.col("by_leader"), 1)).alias("n_by_leader"),
+        F.count(F.when(F.col("bad_term"), 1)).alias("n_bad_term"),
         *_hash_sum("log", F.col("log_x")), *_hash_sum("dec", F.col("dec_x")),
         *_hash_sum("exp", F.col("exp_x")), *_hash_sum("snd", F.col("snd_x")))
     n, lo, hi = F.col("n_log"), F.col("lo"), F.col("hi")
@@ -633,8 +635,8 @@ def _block_summary(h: History) -> DataFrame:
                                 | ((dt_lo == at_lo) & (last_lo < a2))))
            | ((dt_lo < dt_hi) & (dt_lo == at_lo) & (dt_hi == at_hi) & (last_lo < a2)
               & (first_hi >= a2))))
-    terms_known = (F.col("n_by_leader") == 0) | F.coalesce(applied_step & decided_step,
-                                                           F.lit(False))
+    terms_known = (F.col("n_by_leader") == 0) | F.coalesce(
+        (F.col("n_bad_term") == 0) & applied_step & decided_step, F.lit(False))
     present = (n + F.col("n_dec")) > 0
     compared = ["n_log", "log_l", "log_h", "n_dec", "dec_l", "dec_h", "exp_l", "exp_h"]
 
