@@ -67,7 +67,15 @@ files make nine tasks instead of three on two cores (checks 61.7 / 57.7 s agains
 52.7 / 56.8 s: more tasks, more CPU); Java 25 with an AOT cache of a training run
 (classes and method profiles, JEP 483 and 515): 53.2 / 57.2 s cold against 62.0 /
 61.2 s for Java 25 without it, as fast as Java 17 with the class archive, the JIT
-still 26-27 s of CPU.
+still 26-27 s of CPU. With the replica log summarised per block of 64 indexes and each
+message's log positions from one aggregation (`common.block_summary`,
+`common.message_positions`; docs/analysis.md): 50k events 17.5 s, 10M 55.2 s (session
+2.8, load 2.0, checks 50.4), peak RSS 2.5 GB, JVM CPU 98.5 s (tasks 48.1, JIT 28.5);
+the checks alone on the stored 10M history, a median of 49.4 s over nine runs against
+52.6 s over seven of the code before, run between them. Tried and not kept there:
+C2 inlining cut (`-XX:InlineSmallCode=1000 -XX:MaxInlineLevel=9`): the JIT 24 s of CPU
+against 28-29 s, the checks 48.8 / 55.7 s against 51.7 / 50.9 s; HotSpot compiling
+methods above its huge-method limit: 59.8 / 51.9 s against 53.8 / 51.1 s.
 """
 
 from __future__ import annotations
