@@ -3,6 +3,10 @@ user's own `--conf` settings, in particular how its driver JVM compiles."""
 
 from __future__ import annotations
 
+import json
+import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,3 +56,44 @@ def test_history_rows_come_from_the_footers(tmp_path: Path) -> None:
     syn = synthetic.generate(3, 20)
     synthetic.write_run(tmp_path, syn)
     assert load.history_rows(tmp_path / "history") == sum(len(r) for r in syn.tables.values())
+
+
+def _excluded(pattern: str, cls: str) -> bool:
+    """Whether a directive's `Class.method` pattern (a trailing `*` on the class part)
+    covers every method of class `cls` (slash-separated)."""
+    klass, _, method = pattern.partition(".")
+    assert method == "*", pattern
+    return cls.startswith(klass[:-1]) if klass.endswith("*") else cls == klass
+
+
+def test_a_large_analysis_keeps_the_optimising_compiler_off_spark_s_machinery() -> None:
+    [directive] = json.loads(spark.JIT_DIRECTIVES.read_text())
+    assert directive["c2"] == {"Exclude": True} and set(directive) == {"match", "c2"}
+    patterns = directive["match"]
+    for cls in ("org/codehaus/janino/UnitCompiler", "java/io/ObjectInputStream",
+                "java/io/ObjectOutputStream$BlockDataOutputStream"):
+        assert any(_excluded(p, cls) for p in patterns), cls
+    # the classes rows go through keep both compilers
+    for cls in ("org/apache/spark/sql/catalyst/expressions/GeneratedClass",
+                "org/apache/spark/sql/catalyst/expressions/UnsafeRow",
+                "org/apache/spark/unsafe/types/UTF8String",
+                "org/apache/spark/sql/execution/window/WindowExec",
+                "org/apache/parquet/column/values/dictionary/PlainValuesDictionary",
+                "java/io/DataOutputStream", "java/util/HashMap"):
+        assert not any(_excluded(p, cls) for p in patterns), cls
+    assert spark.LARGE_JIT_OPTIONS in spark.default_conf("local[2]")[
+        "spark.driver.extraJavaOptions"]
+
+
+def test_the_jit_directives_load_and_leave_the_jvm_s_stdout_alone() -> None:
+    java = shutil.which("java")
+    assert java is not None, "the analysis tests need Java"
+    options = shlex.split(spark.LARGE_JIT_OPTIONS)
+    loud = [o for o in options if o != "-XX:-DisplayVMOutput"]
+    read = subprocess.run([java, *loud, "-version"], capture_output=True, text=True, timeout=60)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.strip() == "1 compiler directives added"
+    quiet = subprocess.run([java, *options, "-version"], capture_output=True, text=True,
+                           timeout=60)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == ""
