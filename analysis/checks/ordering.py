@@ -30,6 +30,7 @@ from analysis.checks.common import (
     total,
     vrows,
 )
+from analysis.checks.total_queue import messages
 from analysis.load import History
 from analysis.model import Params
 
@@ -46,9 +47,7 @@ def _skipped(h: History, check: str, why: str) -> CheckResult:
 def channel_fifo(h: History, p: Params) -> CheckResult:
     check = "ordering_channel_fifo"
     d = deliveries(h, p)
-    published = (h["client_ops"].where(F.col("kind") == "publish").groupBy("msg_id")
-                 .agg(F.min(F.struct(*ORDER, "queue")).alias("p"))
-                 .select("msg_id", F.col("p.queue").alias("pub_queue")))
+    published = messages(h, p).where(F.col("has_pub")).select("msg_id", "pub_queue")
     candidates = (d.where(first_attempt() & F.col("pub_chan").isNotNull()
                           & F.col("pub_seq").isNotNull())
                   .join(published, "msg_id", "left")

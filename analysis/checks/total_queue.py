@@ -45,8 +45,15 @@ DELIVERY = ("queue", "outcome_d", "ambiguous", "delivery_count", "body_digest", 
             "conn_id", "channel_id")
 
 
+def messages(h: History, p: Params) -> DataFrame:
+    """One row per message id (`_messages`), cached: the verdicts of this check, and
+    the queue each message was first published to, which channel FIFO reads too (from
+    here instead of aggregating every publish again)."""
+    return h.cached(f"total_queue/{p.ack_grace_ns}", lambda: _messages(h, p))
+
+
 def run(h: History, p: Params) -> CheckResult:
-    msgs = h.cached(f"total_queue/{p.ack_grace_ns}", lambda: _messages(h, p))
+    msgs = messages(h, p)
     drained = h.drained
     settled = settles(h) if h.has("replica_events") else None
     # queues whose members recorded settles are judged by the replica form; the client
