@@ -370,6 +370,8 @@ def _dark_intervals(h: History) -> DataFrame:
     pk = F.struct(*key)
     per_server = points.groupBy("queue", "server").agg(
         F.array_sort(F.collect_list(pk)).alias("pks"))
+    if per_server.isEmpty():  # no kill, no recovery: no hole, and no replica row to read
+        rep = rep.limit(0)
     # segment of a recorded row: how many points are at or before it
     row_key = F.struct("ts_ns", F.lit(False).alias("is_kill"), "seq")
     segs = (rep.join(F.broadcast(per_server), ["queue", "server"])
