@@ -75,7 +75,13 @@ the checks alone on the stored 10M history, a median of 49.4 s over nine runs ag
 52.6 s over seven of the code before, run between them. Tried and not kept there:
 C2 inlining cut (`-XX:InlineSmallCode=1000 -XX:MaxInlineLevel=9`): the JIT 24 s of CPU
 against 28-29 s, the checks 48.8 / 55.7 s against 51.7 / 50.9 s; HotSpot compiling
-methods above its huge-method limit: 59.8 / 51.9 s against 53.8 / 51.1 s.
+methods above its huge-method limit: 59.8 / 51.9 s against 53.8 / 51.1 s. With the
+optimising compiler kept off Janino, serialisation and class loading
+(`analysis.spark.JIT_DIRECTIVES`), channel FIFO reading the cached per-message frame
+and no replica scan for holes in a run without kills: 50k events 14.6 s, 10M 50.6 s
+(session 1.9, load 1.5, checks 47.2), peak RSS 2.0 GB, JVM CPU 89.9 s (tasks 46.9,
+JIT 22.8); the checks alone on the stored 10M history 42.2-44.8 s against 47.0-52.9 s
+for the code before (four alternated pairs).
 """
 
 from __future__ import annotations
