@@ -41,8 +41,9 @@ JIT_DIRECTIVES = Path(__file__).with_name("jit_directives.json")
 #: for larger histories: a method goes to the optimising compiler only after 20 times
 #: HotSpot's default invocations (8 times its compile threshold, 25 times its loop
 #: back-edges): Spark generates new classes for every query, most of which run too
-#: briefly to repay an optimising compile, while the hot loops still get one;
-#: and `JIT_DIRECTIVES` apply
+#: briefly to repay an optimising compile, while the hot loops still get one. The
+#: `JIT_DIRECTIVES` apply too; `-XX:-DisplayVMOutput` silences only HotSpot's own
+#: console lines (PrintCompilation and the like), not its warnings or errors
 LARGE_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=100000 -XX:Tier4CompileThreshold=120000 "
                      "-XX:Tier4BackEdgeThreshold=1000000 -XX:+UnlockDiagnosticVMOptions "
                      f"-XX:CompilerDirectivesFile={shlex.quote(str(JIT_DIRECTIVES))} "
