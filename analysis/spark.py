@@ -42,13 +42,14 @@ JIT_DIRECTIVES = Path(__file__).with_name("jit_directives.json")
 #: HotSpot's default invocations (8 times its compile threshold, 25 times its loop
 #: back-edges): Spark generates new classes for every query, most of which run too
 #: briefly to repay an optimising compile, while the hot loops still get one. The
-#: `JIT_DIRECTIVES` apply too; `-XX:-DisplayVMOutput` silences only HotSpot's own
-#: console lines (PrintCompilation and the like), not its warnings or errors
+#: `JIT_DIRECTIVES` apply too, and HotSpot's own console lines go to stderr with
+#: Spark's log (silencing them would also hide why a JVM failed to start)
 LARGE_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=100000 -XX:Tier4CompileThreshold=120000 "
                      "-XX:Tier4BackEdgeThreshold=1000000 -XX:+UnlockDiagnosticVMOptions "
                      f"-XX:CompilerDirectivesFile={shlex.quote(str(JIT_DIRECTIVES))} "
-                     # HotSpot announces the directives it read on stdout, the verdict's stream
-                     "-XX:-DisplayVMOutput")
+                     # HotSpot announces the directives it read on stdout, the verdict's
+                     # stream
+                     "-XX:+DisplayVMOutputToStderr")
 #: every local driver JVM: the parallel collector rather than G1, whose write barriers
 #: and concurrent threads cost a batch job on few cores more than its shorter pauses
 #: are worth
