@@ -27,6 +27,7 @@ from analysis.checks.common import (
     consumer_key,
     count_parts,
     dark_intervals,
+    deliveries,
     lifecycle_ops,
     member_at,
     no_violations,
@@ -67,7 +68,9 @@ def run(h: History, p: Params) -> CheckResult:
              .select(*MSG, F.col("consumer_key").alias("ck")).distinct())
     excused = (dec.where(F.col("unrecorded"))
                .select(*MSG, F.col("consumer_key").alias("ck")).distinct())
-    client = (h["client_ops"].where(F.col("kind") == "deliver")
+    # the client's deliveries from the cached deliveries (one row per `deliver` row of
+    # `client_ops`), not from another scan of every client row
+    client = (deliveries(h, p).where(F.col("kind") == "deliver")
               .withColumn("attempt", F.coalesce("delivery_count", F.lit(0)))
               .withColumn("ck", consumer_key()))
     orphan = client.join(keyed, [*MSG, "ck"], "left_anti")
