@@ -57,7 +57,7 @@ young generation as large as the old (`-XX:NewRatio=1`) 55.8 / 60.7 / 62.3 s aga
 61.9 / 58.0 / 61.4 s. A later day, same machine and code, with the class archive:
 50k events 15.1 s, 10M 53.5 s (checks 50.6), peak RSS 2.2 GB, JVM CPU 97.6 s (tasks
 52.0, JIT 27.1); see docs/analysis.md. With the per-index summary read and shuffled
-once (`analysis.checks.common.index_summary`), on a slower hour: 50k events 16.7 s,
+once (the form `common.block_summary` later replaced), on a slower hour: 50k events 16.7 s,
 10M 62.8 s (checks 59.1), JVM CPU 113.5 s; the checks alone on the stored 10M history,
 alternated with the code before it: 60.3 / 54.8 / 54.4 s against 65.2 / 55.8 / 59.3 s.
 Then with the dead-letter and emptiness checks reading cached frames instead of the

@@ -409,7 +409,7 @@ SUSPECT_BROADCAST = 50_000
 
 def queue_servers(h: History) -> DataFrame:
     """(queue, server): every server that recorded a replica row for the queue, cached
-    (`members` and the per-index summary's server bits both start from it)."""
+    (`members` and `post_drain_emptiness` start from it)."""
     return h.cached("queue_servers", lambda: h["replica_events"]
                     .where(F.col("server").isNotNull()).select("queue", "server").distinct())
 
