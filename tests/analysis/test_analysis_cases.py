@@ -114,3 +114,24 @@ def test_a_duplicate_dead_letter_is_counted() -> None:
     CASES["dlx_duplicate_dead_letter_is_counted_not_lost"](b)
     result = reference.run_all(reference.RefHistory.from_rows(b.tables()))["dlx_at_least_once"]
     assert (result.counts["dlx_duplicates"], result.counts["dlx_lost"]) == (1, 0)
+
+
+def test_apply_order_is_exact_when_server_hashes_collide(
+        spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Apply order sorts each server's rows by a hash of `(queue, server)`; when two
+    pairs share one, the check sees it and sorts by the names instead. Here every pair
+    shares one: the rows are still the reference's."""
+    from pyspark.sql import functions as F
+
+    from analysis.checks import replicas
+    monkeypatch.setattr(replicas, "_pair_hash", lambda: F.lit(0).cast("long"))
+    tables, _ = merged_cases()
+    h = load.from_arrow(spark, arrow_tables(tables))
+    analysis = runner.run_checks(h, only=[replicas.CHECK])
+    ref = reference.run_all(reference.RefHistory.from_rows(tables))[replicas.CHECK]
+    rows = sorted((tuple(r) for r in analysis.violations[replicas.CHECK].collect()), key=repr)
+    assert rows == ref.violations
+    assert any(r[1] == "apply_gap" for r in rows) and any(r[1] == "apply_repeat" for r in rows)
+    (verdict,) = analysis.verdicts
+    assert (verdict.violations, verdict.counts) == (len(ref.violations), ref.counts)
+    h.unpersist()
