@@ -84,3 +84,20 @@ def test_a_target_shared_by_two_chains_makes_its_messages_suspects() -> None:
     chains = total_queue._Chains(meta)
     assert chains.place == {"a": (0, 0), "b": (1, 0)}
     assert chains.depths == 1
+
+
+@pytest.mark.parametrize("rows, summarised", [
+    (total_queue.SUMMARY_MIN_ROWS, False), (total_queue.SUMMARY_MIN_ROWS + 1, True)])
+def test_a_small_history_reads_every_message_with_the_exact_rules(
+        spark: SparkSession, rows: int, summarised: bool) -> None:
+    """Where a history's footers say it is small, per-query costs dominate: no summary.
+    The verdicts are the same either way."""
+    syn = synthetic.generate(25, 40)
+    h = load.from_arrow(spark, arrow_tables(syn.tables))
+    footers = {t: len(r) for t, r in syn.tables.items()}
+    footers["client_ops"] += rows - sum(footers.values())  # as if it had `rows` in all
+    h.footer_rows = footers
+    got, exact, _ = _both(h)
+    assert _rows(got) == _rows(exact)
+    assert any(k.startswith("total_queue_summary/") for k in h.derived) == summarised
+    h.unpersist()
