@@ -83,6 +83,11 @@ and no replica scan for holes in a run without kills: 50k events 14.6 s, 10M 50.
 JIT 22.8); the checks alone on the stored 10M history 42.2-44.8 s against 47.0-52.9 s
 for the code before (four alternated pairs). With `local_delivery` reading the cached
 deliveries too: 50k events 13.4 / 13.4 s, 10M 45.7 / 47.2 s (checks 42.9 / 44.1).
+With Spark's generated classes reaching the optimising compiler sooner, `total_queue`'s
+fixed-width summary per message and apply order sorted by a hash, on a slower hour:
+50k events 17.0 s (15.3-15.5 s later), 10M 49.3 s (checks 45.9), peak RSS 2.0 GB, JVM
+CPU 88.8 s (tasks 43.3, JIT 24.4); the checks alone alternated with the code before,
+see docs/analysis.md.
 """
 
 from __future__ import annotations
