@@ -12,8 +12,9 @@ Parquet per use rather than cached whole."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
@@ -114,7 +115,7 @@ def take_violations(counts: dict[str, int]) -> int:
     return sum(counts.pop(k) for k in [k for k in counts if k.startswith("_")])
 
 
-def lit_map(items: dict[str, object], key_type: str, value_type: str) -> Column:
+def lit_map(items: Mapping[Any, object], key_type: str, value_type: str) -> Column:
     """A literal map column (run metadata looked up per row without a join)."""
     pairs = [F.lit(x) for kv in sorted(items.items()) for x in kv]
     return F.create_map(*pairs).cast(f"map<{key_type},{value_type}>")

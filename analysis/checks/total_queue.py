@@ -46,7 +46,7 @@ DELIVERY = ("queue", "outcome_d", "ambiguous", "delivery_count", "body_digest", 
             "conn_id", "channel_id")
 #: a history of at most this many rows (by its Parquet footers) reads every message
 #: with the exact rules: there a check's cost is mostly per query, which the summary
-#: adds (50k events, the whole analysis: 16.3-16.5 s with it against 15.5-15.7 s)
+#: adds (50k events, the whole analysis: 16.3-16.5 s with it against 15.3-15.5 s)
 SUMMARY_MIN_ROWS = 3_000_000
 #: a message's bad deliveries (`_verdict`)
 BAD_TYPE = ("array<struct<violation:string,queue:string,ts_ns:bigint,conn_id:string,"
