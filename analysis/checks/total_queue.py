@@ -168,7 +168,6 @@ def _message_rows(h: History, p: Params) -> DataFrame:
     d = deliveries(h, p)
     pub_type = ops.select(pub_t.alias("x")).schema["x"].dataType
     del_type = d.select(F.struct(*DELIVERY).alias("x")).schema["x"].dataType
-    dlx_queues = meta.dlx_queues()
 
     def part(df: DataFrame, t: Column, pub: Column | None, dlv: Column | None,
              target: Column | None) -> DataFrame:
@@ -184,8 +183,7 @@ def _message_rows(h: History, p: Params) -> DataFrame:
             (F.col("outcome_d") if dlv is not None else none).cast("string").alias("_outcome"),
             (F.col("ambiguous") if dlv is not None else none).cast("boolean").alias("_amb"),
             (F.col("delivery_count") if dlv is not None else none).cast("int").alias("_count"),
-            (queue.isin(dlx_queues) if dlv is not None and dlx_queues else F.lit(False))
-            .alias("_in_dlx"))
+            (_in_dlx_queue(meta, queue) if dlv is not None else F.lit(False)).alias("_in_dlx"))
 
     rows = (part(ops.where(F.col("kind").isin("publish", "confirm", "pub_nack")), F.col("kind"),
                  F.when(F.col("kind") == "publish", pub_t), None, None)
@@ -252,17 +250,17 @@ def _summary(rows: DataFrame, chains: _Chains) -> DataFrame:
     code = F.col("_place")
     root, depth = chains.root(code), chains.depth(code)
     out = F.col("_outcome")
-    returned = dlv & (out == "returned")
-    explained = returned | F.col("_amb") | ((out == "dropped") & F.col("_in_dlx"))
+    returned, dropped = out == "returned", out == "dropped"
+    explained = returned | F.col("_amb") | (dropped & F.col("_in_dlx"))
     per_depth = []
     for i in range(chains.depths):
         here = dlv & (depth == i)
         per_depth += [
             F.count(F.when(here, 1)).alias(f"k_{i}"),
-            F.count(F.when(here & (out == "returned"), 1)).alias(f"ret_{i}"),
-            F.max(F.when(here & (out == "returned"), F.coalesce(F.col("_count"), F.lit(0)) + 1))
+            F.count(F.when(here & returned, 1)).alias(f"ret_{i}"),
+            F.max(F.when(here & returned, F.coalesce(F.col("_count"), F.lit(0)) + 1))
             .alias(f"counted_{i}"),
-            F.count(F.when(here & (out == "dropped"), 1)).alias(f"drops_{i}")]
+            F.count(F.when(here & dropped, 1)).alias(f"drops_{i}")]
     agg = rows.withColumn("_place", chains.code(F.col("_q"))).groupBy("msg_id").agg(
         F.count(F.when(pub, 1)).alias("n_pub"),
         F.max(t == "confirm").alias("conf"), F.max(t == "pub_nack").alias("nack"),
@@ -303,14 +301,7 @@ def _fast_verdict(chains: _Chains, meta: model.RunConfig) -> list[Column]:
         return picked
 
     end_queue = chains.name(F.col("p_root"), end)
-    dlx_queues = meta.dlx_queues()
-    has_dlx = end_queue.isin(dlx_queues) if dlx_queues else F.lit(False)
-    limits = {q: meta.delivery_limit(q) for q in meta.queues}
-    limits = {q: lim for q, lim in limits.items() if lim is not None}
-    lim = lit_map(limits, "string", "bigint")[end_queue] if limits else F.lit(None)
-    past_limit = F.greatest(at_end("ret"), F.coalesce(at_end("counted"), F.lit(0))) > lim
-    dropped = ~F.coalesce(has_dlx, F.lit(False)) & ((at_end("drops") > 0)
-                                                    | F.coalesce(past_limit, F.lit(False)))
+    dropped = _dropped(meta, end_queue, at_end("ret"), at_end("counted"), at_end("drops"))
     k = F.col("k").cast("int")
     return ["msg_id", F.lit(True).alias("has_pub"),
             chains.name(F.col("p_root"), F.lit(0)).alias("pub_queue"),
@@ -339,16 +330,33 @@ def _exact(rows: DataFrame, meta: model.RunConfig) -> DataFrame:
     ).select("*", *_verdict(meta)).drop("dels", "disc", "pub_digest")
 
 
+def _in_dlx_queue(meta: model.RunConfig, q: Column) -> Column:
+    """Whether queue `q` has a dead-letter target: a drop there may reappear elsewhere."""
+    dlx_queues = meta.dlx_queues()
+    return q.isin(dlx_queues) if dlx_queues else F.lit(False)
+
+
+def _dropped(meta: model.RunConfig, end_queue: Column, returns: Column, counted: Column,
+             drops: Column) -> Column:
+    """A message dropped rather than lost in `end_queue`, the last queue it reached, from
+    its deliveries there: `returns` returned (`counted`: the highest delivery count
+    they carried, plus one), `drops` rejected without requeue. It is dropped when that
+    queue has no dead-letter target and it either rejected the message or returned it
+    past its delivery limit."""
+    limits = {q: meta.delivery_limit(q) for q in meta.queues}
+    limits = {q: lim for q, lim in limits.items() if lim is not None}
+    lim = lit_map(limits, "string", "bigint")[end_queue] if limits else F.lit(None)
+    past_limit = F.greatest(returns, F.coalesce(counted, F.lit(0))) > lim
+    return ~F.coalesce(_in_dlx_queue(meta, end_queue), F.lit(False)) & (
+        (drops > 0) | F.coalesce(past_limit, F.lit(False)))
+
+
 def _verdict(meta: model.RunConfig) -> list[Column]:
     """Per-message columns computed from its deliveries (`dels`) and discards (`disc`)."""
     dels = F.col("dels")
-    dlx_queues = meta.dlx_queues()
-
-    def is_dlx_queue(q: Column) -> Column:
-        return q.isin(dlx_queues) if dlx_queues else F.lit(False)
-
-    explained = F.size(F.filter(dels, lambda x: (x["outcome_d"] == "returned") | x["ambiguous"]
-                                | ((x["outcome_d"] == "dropped") & is_dlx_queue(x["queue"]))))
+    explained = F.size(F.filter(
+        dels, lambda x: (x["outcome_d"] == "returned") | x["ambiguous"]
+        | ((x["outcome_d"] == "dropped") & _in_dlx_queue(meta, x["queue"]))))
     k = F.size(dels)
     oks = F.size(F.filter(dels, lambda x: x["outcome_d"] == "ok"))
     # the last queue of the message's dead-letter chain it reached
@@ -366,14 +374,8 @@ def _verdict(meta: model.RunConfig) -> list[Column]:
     returned = F.filter(there, lambda x: x["outcome_d"] == "returned")
     counted = F.array_max(F.transform(returned, lambda x: F.coalesce(x["delivery_count"],
                                                                      F.lit(0)) + 1))
-    limits = {q: meta.delivery_limit(q) for q in meta.queues}
-    limits = {q: lim for q, lim in limits.items() if lim is not None}
-    lim = lit_map(limits, "string", "bigint")[end_queue] if limits else F.lit(None)
-    has_dlx = is_dlx_queue(end_queue)
-    past_limit = F.greatest(F.size(returned), F.coalesce(counted, F.lit(0))) > lim
     drops = F.size(F.filter(there, lambda x: x["outcome_d"] == "dropped"))
-    dropped = ~F.coalesce(has_dlx, F.lit(False)) & ((drops > 0)
-                                                    | F.coalesce(past_limit, F.lit(False)))
+    dropped = _dropped(meta, end_queue, F.size(returned), counted, drops)
     has_pub = F.col("has_pub")
     digest = F.col("pub_digest")
     bad = F.filter(F.transform(dels, lambda x: F.struct(

@@ -19,7 +19,7 @@ TEST_CONF = {
     # one JVM serves the whole suite, and every check run leaves broadcast tables behind
     # until the driver's garbage collector lets Spark clean them: 1g ran out now and
     # then, and 2g once (after full collections its old generation still held 0.6-1.2 GB
-    # of its 1.3 GB, plans and execution pages, with and without total_queue's summary)
+    # of its 1.3 GB, mostly Catalyst plan trees, with and without total_queue's summary)
     "spark.driver.memory": "3g",
     # tiny inputs: code generation and adaptive re-planning cost more than they save
     "spark.sql.codegen.wholeStage": "false",

@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from analysis import load, reference, runner
+from analysis.checks import replicas
 from analysis.model import Params
 from tests.analysis.cases import CASES, Builder
 from tests.analysis.conftest import arrow_tables
@@ -121,9 +123,6 @@ def test_apply_order_is_exact_when_server_hashes_collide(
     """Apply order sorts each server's rows by a hash of `(queue, server)`; when two
     pairs share one, the check sees it and sorts by the names instead. Here every pair
     shares one: the rows are still the reference's."""
-    from pyspark.sql import functions as F
-
-    from analysis.checks import replicas
     monkeypatch.setattr(replicas, "_pair_hash", lambda: F.lit(0).cast("long"))
     tables, _ = merged_cases()
     h = load.from_arrow(spark, arrow_tables(tables))

@@ -85,31 +85,32 @@ def test_a_large_analysis_keeps_the_optimising_compiler_off_spark_s_machinery() 
         "spark.driver.extraJavaOptions"]
 
 
-def test_the_jit_directives_load_and_leave_the_jvm_s_stdout_alone() -> None:
+def _java_version(*options: str) -> subprocess.CompletedProcess[str]:
+    """`java -version` started with `options`."""
     java = shutil.which("java")
     assert java is not None, "the analysis tests need Java"
+    return subprocess.run([java, *options, "-version"], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_the_jit_directives_load_and_leave_the_jvm_s_stdout_alone() -> None:
     options = shlex.split(spark.LARGE_JIT_OPTIONS)
-    run = subprocess.run([java, *options, "-version"], capture_output=True, text=True,
-                         timeout=60)
+    run = _java_version(*options)
     assert run.returncode == 0, run.stderr
     assert run.stdout == ""
     assert "1 compiler directives added" in run.stderr.splitlines()
     # a JVM that cannot start still says why
-    bad = subprocess.run([java, *options, "-Xmx1m", "-version"], capture_output=True,
-                         text=True, timeout=60)
+    bad = _java_version(*options, "-Xmx1m")
     assert bad.returncode != 0 and "Too small maximum heap" in bad.stderr
 
 
 def test_spark_s_generated_classes_reach_the_optimising_compiler_sooner() -> None:
     """HotSpot reads the per-method scaling of Spark's generated classes (its echo of
     the command, silenced in a session, names the pattern it parsed)."""
-    java = shutil.which("java")
-    assert java is not None, "the analysis tests need Java"
     options = [o for o in shlex.split(spark.LARGE_JIT_OPTIONS)
                if o != "-XX:CompileCommand=quiet"]
     assert len(options) == len(shlex.split(spark.LARGE_JIT_OPTIONS)) - 1
-    run = subprocess.run([java, *options, "-version"], capture_output=True, text=True,
-                         timeout=60)
+    run = _java_version(*options)
     assert run.returncode == 0, run.stderr
     assert run.stdout == ""
     echo = [line for line in run.stderr.splitlines() if line.startswith("CompileCommand:")]
