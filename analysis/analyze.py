@@ -47,8 +47,16 @@ def analyze_history(h: History, out: Path, params: Params | None = None,
     """Checks (all, or `only` these; `workers` at once), metrics and every output file
     for a loaded history, into `out`; the violation tables into `violations_at` instead
     when given (a URI Spark writes to)."""
-    p = params or Params()
-    timings = dict(timings or {})
+    try:
+        return _analyze(h, out, params or Params(), dict(timings or {}), only, workers,
+                        violations_at)
+    finally:
+        h.unpersist()  # a JVM kept for more analyses gets its memory back
+
+
+def _analyze(h: History, out: Path, p: Params, timings: dict[str, float],
+             only: list[str] | None, workers: int | None,
+             violations_at: str | None) -> tuple[int, dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     result = runner.run_checks(h, p, only, workers)
     timings.update(result.timings_s)
@@ -93,7 +101,6 @@ def analyze_history(h: History, out: Path, params: Params | None = None,
     report.write_html(out / "report.html", summary, verdict_rows, top, plots)
     timings["report"] = round(time.perf_counter() - start, 3)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    h.unpersist()
     return model.exit_code(result.valid), summary
 
 

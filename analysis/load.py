@@ -59,6 +59,13 @@ class History:
                 self.derived[name] = build().cache()
             return self.derived[name]
 
+    def keep(self, name: str, df: DataFrame) -> DataFrame:
+        """Have `unpersist` drop `df` too: a frame cached for this analysis alone, such as
+        a check's violations, which are read again after the check returned."""
+        with self._derived_lock:
+            self.derived[name] = df
+        return df
+
     def unpersist(self) -> None:
         """Drop derived frames and cached tables once the analysis is done."""
         for df in [*self.derived.values(), *self.tables.values()]:

@@ -104,7 +104,8 @@ def run_checks(h: History, p: Params | None = None,
     """Every check (or `only` these), `workers` at a time (default: `check_workers`).
 
     `timings_s` holds each check's own wall time; with more than one worker they overlap.
-    An exception in a check is raised once the checks already started have finished."""
+    An exception in a check is raised once the checks already started have finished.
+    Violation frames cached here are kept with the history: `h.unpersist()` drops them."""
     p = p or Params()
     names = [name for name in ALL if not only or name in only]
     if workers is None:
@@ -113,6 +114,8 @@ def run_checks(h: History, p: Params | None = None,
     def one(name: str) -> tuple[Verdict, DataFrame, float]:
         start = time.perf_counter()
         verdict, df = verdict_of(ALL[name](h, p))
+        if df.is_cached:
+            h.keep(f"violations/{name}", df)
         return verdict, df, round(time.perf_counter() - start, 3)
 
     if workers <= 1 or len(names) <= 1:

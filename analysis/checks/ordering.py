@@ -107,7 +107,10 @@ def sac_fifo(h: History, p: Params) -> CheckResult:
     queues = h.meta.sac_fifo_queues()
     if not queues:
         return _skipped(h, check, "no single-active-consumer queue with prefetch 1")
-    d = deliveries(h, p).where(F.col("queue").isin(queues)).cache()
+    # cached with the history, so that it is dropped with it: the violations read it
+    # again after this check returns
+    d = h.cached("sac_deliveries",
+                 lambda: deliveries(h, p).where(F.col("queue").isin(queues)))
     pos = enqueue_pos(h)
     before = Window.partitionBy("queue").orderBy(*ORDER).rowsBetween(
         Window.unboundedPreceding, -1)

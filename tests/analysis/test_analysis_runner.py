@@ -5,12 +5,13 @@ fixed order, and a failing check still fails the run."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analysis import load, model, runner, synthetic
+from analysis import analyze, load, model, runner, synthetic
 from analysis.checks import ALL
 from analysis.checks.common import CheckResult, count_parts, take_violations
 from analysis.load import History
@@ -54,10 +55,7 @@ def test_only_keeps_the_fixed_order(spark: SparkSession) -> None:
 
 def test_a_failing_check_fails_the_run(spark: SparkSession,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(h: History, p: object) -> None:
-        raise RuntimeError("check exploded")
-
-    monkeypatch.setitem(ALL, "flow_not_stuck", broken)
+    monkeypatch.setitem(ALL, "flow_not_stuck", _exploding_check)
     h = _history(spark)
     with pytest.raises(RuntimeError, match="check exploded"):
         runner.run_checks(h, only=["dlx_at_least_once", "flow_not_stuck"], workers=2)
@@ -79,12 +77,49 @@ def test_derived_frames_are_built_once_across_threads(spark: SparkSession) -> No
     assert all(f is frames[0] for f in frames)
 
 
+def _cache_is_empty(spark: SparkSession) -> bool:
+    return bool(spark._jsparkSession.sharedState().cacheManager().isEmpty())
+
+
+def test_dropping_the_history_drops_every_frame_the_analysis_cached(
+        spark: SparkSession) -> None:
+    """A JVM kept for many analyses (a test session, `warren_cluster`) must not keep
+    their cached frames, nor the plans and broadcast tables those hold: derived frames,
+    frames one check caches for itself and the violations the runner caches."""
+    spark.catalog.clearCache()
+    h = _history(spark)
+    analysis = runner.run_checks(h, workers=3)
+    failed = {v.check for v in analysis.verdicts if v.violations}
+    assert {"total_queue", "ordering_sac_fifo"} <= {v.check for v in analysis.verdicts
+                                                    if v.status != model.SKIPPED}
+    assert failed and all(analysis.violations[c].is_cached for c in failed)
+    assert not _cache_is_empty(spark)
+    h.unpersist()
+    assert _cache_is_empty(spark)
+
+
+def test_an_analysis_into_files_drops_what_it_cached_even_when_a_check_fails(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spark.catalog.clearCache()
+    code, _ = analyze.analyze_history(_history(spark), tmp_path / "failing")
+    assert code == 1
+    assert _cache_is_empty(spark)
+    monkeypatch.setitem(ALL, "flow_not_stuck", _exploding_check)
+    with pytest.raises(RuntimeError, match="check exploded"):
+        analyze.analyze_history(_history(spark), tmp_path / "broken")
+    assert _cache_is_empty(spark)
+
+
 @pytest.mark.parametrize(("master", "workers"), [
     ("local[2]", 3), ("local[1]", 2), ("local[16]", runner.MAX_WORKERS),
     ("spark://host:7077", runner.MAX_WORKERS),
 ])
 def test_default_workers_follow_the_master(master: str, workers: int) -> None:
     assert runner.check_workers(master) == workers
+
+
+def _exploding_check(h: History, p: object) -> CheckResult:
+    raise RuntimeError("check exploded")
 
 
 def _exploding(spark: SparkSession) -> DataFrame:
