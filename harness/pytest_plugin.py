@@ -59,11 +59,6 @@ DEFAULTS: dict[str, Any] = {"nodes": 3, "backend": "quorum", "net_ticktime": 2.0
                             "state_digest_every": 1}
 #: what a check that could not decide (`unknown`, exit code 2) does to a test
 ON_UNKNOWN = ("warn", "fail")
-#: small-input Spark settings: whole-stage code generation and adaptive re-planning
-#: cost more than they save on a test's few thousand rows
-SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-              "spark.driver.memory": "1g", "spark.sql.codegen.wholeStage": "false",
-              "spark.sql.adaptive.enabled": "false"}
 
 
 class CheckFailed(AssertionError):
@@ -154,11 +149,11 @@ class SparkAnalyzer:
 
     @property
     def session(self) -> Any:
-        from analysis.spark import check_java, get_session
+        from analysis.spark import SMALL_HISTORIES_CONF, check_java, get_session
 
         if self._session is None or self._session.sparkContext._jsc is None:
             check_java()
-            self._session = get_session(self.master, conf=SPARK_CONF, log_level="ERROR")
+            self._session = get_session(self.master, conf=SMALL_HISTORIES_CONF, log_level="ERROR")
         return self._session
 
     def analyze(self, run_dir: Path,

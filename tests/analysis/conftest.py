@@ -10,21 +10,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis import schema
-from analysis.spark import get_session
+from analysis.spark import SMALL_HISTORIES_CONF, get_session
 
-TEST_CONF = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
-    # one JVM serves the whole suite, and every check run leaves broadcast tables behind
-    # until the driver's garbage collector lets Spark clean them: 1g ran out now and
-    # then, and 2g once (after full collections its old generation still held 0.6-1.2 GB
-    # of its 1.3 GB, mostly Catalyst plan trees, with and without total_queue's summary)
-    "spark.driver.memory": "3g",
-    # tiny inputs: code generation and adaptive re-planning cost more than they save
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.adaptive.enabled": "false",
-}
+#: the settings of every session kept for many small analyses
+TEST_CONF = SMALL_HISTORIES_CONF
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +21,15 @@ def spark() -> Iterator[SparkSession]:
     session = get_session("local[2]", conf=TEST_CONF, log_level="ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _drop_cached_frames(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every Spark test leaves the shared session with nothing cached, whether or not it
+    dropped its history: a cached frame keeps its plan and broadcast tables alive."""
+    yield
+    if "spark" in request.fixturenames:
+        request.getfixturevalue("spark").catalog.clearCache()
 
 
 def arrow_tables(tables: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:
