@@ -31,6 +31,10 @@ def _history(spark: SparkSession) -> History:
     return load.from_arrow(spark, arrow_tables(synthetic.generate(21, 40, ANOMALIES).tables))
 
 
+def _exploding_check(h: History, p: object) -> CheckResult:
+    raise RuntimeError("check exploded")
+
+
 def test_concurrent_checks_give_what_one_at_a_time_gives(spark: SparkSession) -> None:
     one = _history(spark)
     alone = runner.run_checks(one, workers=1)
@@ -116,10 +120,6 @@ def test_an_analysis_into_files_drops_what_it_cached_even_when_a_check_fails(
 ])
 def test_default_workers_follow_the_master(master: str, workers: int) -> None:
     assert runner.check_workers(master) == workers
-
-
-def _exploding_check(h: History, p: object) -> CheckResult:
-    raise RuntimeError("check exploded")
 
 
 def _exploding(spark: SparkSession) -> DataFrame:
