@@ -69,9 +69,10 @@ GC_OPTIONS = "-XX:+UseParallelGC"
 #: a local session kept for many analyses of small histories (the test suite's, the
 #: `warren_cluster` fixture's). Whole-stage code generation and adaptive re-planning
 #: cost more than they save on a few thousand rows. Every broadcast hash table takes at
-#: least one memory page, and Spark sizes pages from the heap (16 MB at 1g, 32 MB at
-#: 2g): a few rows then hold a page each until the driver's garbage collector lets
-#: Spark clean the broadcast, so pages of 1 MB keep such a JVM within 1g.
+#: least one memory page, and Spark sizes pages from the heap (32 MB at 3g on 2 cores,
+#: about half as much per halving): a few rows then hold a page each until the driver's
+#: garbage collector lets Spark clean the broadcast, so pages of 1 MB keep such a JVM
+#: within 1g.
 SMALL_HISTORIES_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
