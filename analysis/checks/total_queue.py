@@ -251,7 +251,7 @@ def _summary(rows: DataFrame, chains: _Chains) -> DataFrame:
     root, depth = chains.root(code), chains.depth(code)
     out = F.col("_outcome")
     returned, dropped = out == "returned", out == "dropped"
-    explained = returned | F.col("_amb") | (dropped & F.col("_in_dlx"))
+    explained = _explains(out, F.col("_amb"), F.col("_in_dlx"))
     per_depth = []
     for i in range(chains.depths):
         here = dlv & (depth == i)
@@ -336,6 +336,12 @@ def _in_dlx_queue(meta: model.RunConfig, q: Column) -> Column:
     return q.isin(dlx_queues) if dlx_queues else F.lit(False)
 
 
+def _explains(outcome: Column, ambiguous: Column, in_dlx_queue: Column) -> Column:
+    """Whether a delivery explains the next one: it was returned, its ack was ambiguous,
+    or it was dropped by a queue that dead-letters (the message may come back)."""
+    return (outcome == "returned") | ambiguous | ((outcome == "dropped") & in_dlx_queue)
+
+
 def _dropped(meta: model.RunConfig, end_queue: Column, returns: Column, counted: Column,
              drops: Column) -> Column:
     """A message dropped rather than lost in `end_queue`, the last queue it reached, from
@@ -354,9 +360,8 @@ def _dropped(meta: model.RunConfig, end_queue: Column, returns: Column, counted:
 def _verdict(meta: model.RunConfig) -> list[Column]:
     """Per-message columns computed from its deliveries (`dels`) and discards (`disc`)."""
     dels = F.col("dels")
-    explained = F.size(F.filter(
-        dels, lambda x: (x["outcome_d"] == "returned") | x["ambiguous"]
-        | ((x["outcome_d"] == "dropped") & _in_dlx_queue(meta, x["queue"]))))
+    explained = F.size(F.filter(dels, lambda x: _explains(
+        x["outcome_d"], x["ambiguous"], _in_dlx_queue(meta, x["queue"]))))
     k = F.size(dels)
     oks = F.size(F.filter(dels, lambda x: x["outcome_d"] == "ok"))
     # the last queue of the message's dead-letter chain it reached

@@ -12,13 +12,10 @@ from pyspark.sql import SparkSession
 from analysis import schema
 from analysis.spark import SMALL_HISTORIES_CONF, get_session
 
-#: the settings of every session kept for many small analyses
-TEST_CONF = SMALL_HISTORIES_CONF
-
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = get_session("local[2]", conf=TEST_CONF, log_level="ERROR")
+    session = get_session("local[2]", conf=SMALL_HISTORIES_CONF, log_level="ERROR")
     yield session
     session.stop()
 

@@ -13,9 +13,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from analysis import cli, report, synthetic, uris
-from tests.analysis.conftest import TEST_CONF
+from analysis.spark import SMALL_HISTORIES_CONF
 
-SPARK_ARGS = ["--master", "local[2]", *[a for k, v in TEST_CONF.items()
+SPARK_ARGS = ["--master", "local[2]", *[a for k, v in SMALL_HISTORIES_CONF.items()
                                        if k.startswith("spark.sql.")
                                        for a in ("--conf", f"{k}={v}")]]
 

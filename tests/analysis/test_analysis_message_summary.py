@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from analysis import load, synthetic
 from analysis.checks import total_queue
 from analysis.load import History
-from analysis.model import Params
+from analysis.model import Params, RunConfig
 from tests.analysis.conftest import arrow_tables
 from tests.analysis.test_analysis_cases import merged_cases
 
@@ -78,7 +78,6 @@ def test_dead_lettered_messages_are_clean_along_their_chain(spark: SparkSession)
 
 
 def test_a_target_shared_by_two_chains_makes_its_messages_suspects() -> None:
-    from analysis.model import RunConfig
     meta = RunConfig(queues={"a": {"dlx_target": "t"}, "b": {"dlx_target": "t"}, "t": {},
                              "c": {"dlx_target": "d"}, "d": {"dlx_target": "c"}})
     chains = total_queue._Chains(meta)
