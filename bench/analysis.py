@@ -92,7 +92,9 @@ fixed-width summary per message and apply order sorted by a hash, on a slower ho
 CPU 88.8 s (tasks 43.3, JIT 24.4); the checks alone alternated with the code before,
 see docs/analysis.md. The same code on a quieter hour: 50k events 13.3 s, 10M 44.0 s
 (checks 41.1), peak RSS 2.07 GB, JVM CPU 79.3 s (tasks 39.6, JIT 21.8); warm, in one
-session, the checks still take 34 s.
+session, the checks still take 34 s. Three cold runs each (``--repeat 3``) on a slower
+day: 50k events 13.83-13.91 s, 10M 48.28 / 48.36 / 49.04 s (the median run: checks
+45.3, JVM CPU 87.5 s, tasks 41.9, JIT 24.6), peak RSS 2.19 GB.
 """
 
 from __future__ import annotations
