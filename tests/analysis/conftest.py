@@ -22,11 +22,15 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(autouse=True)
 def _drop_cached_frames(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every Spark test leaves the shared session with nothing cached, whether or not it
-    dropped its history: a cached frame keeps its plan and broadcast tables alive."""
+    """Every Spark test leaves the shared session with nothing cached or stored, whether
+    or not it dropped its history: a cached frame keeps its plan and broadcast tables
+    alive, a derived frame its rows."""
     yield
     if "spark" in request.fixturenames:
-        request.getfixturevalue("spark").catalog.clearCache()
+        spark = request.getfixturevalue("spark")
+        spark.catalog.clearCache()
+        for rdd in spark.sparkContext._jsc.getPersistentRDDs().values():
+            rdd.unpersist(True)  # the derived frames' stored rows (`History.cached`)
 
 
 def arrow_tables(tables: dict[str, list[dict[str, Any]]]) -> dict[str, pa.Table]:

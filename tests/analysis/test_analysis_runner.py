@@ -4,6 +4,8 @@ fixed order, and a failing check still fails the run."""
 
 from __future__ import annotations
 
+import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -81,8 +83,49 @@ def test_derived_frames_are_built_once_across_threads(spark: SparkSession) -> No
     assert all(f is frames[0] for f in frames)
 
 
+def test_frames_of_other_names_are_built_while_one_is(spark: SparkSession) -> None:
+    """One build does not hold up another: a check waiting for a large frame does not
+    stop a second check from building the small one it needs."""
+    h = _history(spark)
+    b_started = threading.Event()
+
+    def build_a() -> DataFrame:
+        assert b_started.wait(60), "the build of b waited for the build of a"
+        return h["client_ops"]
+
+    def build_b() -> DataFrame:
+        b_started.set()
+        return h["client_ops"].limit(1)
+
+    with ThreadPoolExecutor(2) as pool:
+        a = pool.submit(h.cached, "a", build_a)
+        b = pool.submit(h.cached, "b", build_b)
+        assert a.result(90).count() == h["client_ops"].count()
+        assert b.result(90).count() == 1
+    h.unpersist()
+
+
+def test_a_derived_frame_is_computed_once_and_read_from_its_stored_rows(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Queries over a derived frame read the rows computed when it was built, not the
+    history's files again, and dropping the history drops those rows."""
+    run = tmp_path / "run"
+    synthetic.write_run(run, synthetic.generate(5, 10))
+    h = load.load(spark, run)
+    ops = h.cached("ops", lambda: h["client_ops"].select("msg_id", "kind"))
+    expected = sorted(map(repr, ops.collect()))
+    shutil.rmtree(run / "history")  # the files are gone; the frame's rows are not
+    assert sorted(map(repr, ops.collect())) == expected
+    assert ops.where(F.col("kind") == "publish").count() > 0
+    h.unpersist()
+    assert _cache_is_empty(spark)
+
+
 def _cache_is_empty(spark: SparkSession) -> bool:
-    return bool(spark._jsparkSession.sharedState().cacheManager().isEmpty())
+    """Nothing cached and no stored rows: neither a cached plan nor an RDD whose blocks
+    are kept (the derived frames' checkpoints)."""
+    return (bool(spark._jsparkSession.sharedState().cacheManager().isEmpty())
+            and spark.sparkContext._jsc.getPersistentRDDs().isEmpty())
 
 
 def test_dropping_the_history_drops_every_frame_the_analysis_cached(
