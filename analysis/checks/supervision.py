@@ -59,7 +59,7 @@ def run(h: History, p: Params) -> CheckResult:
     if not h.has("supervision_events"):
         status, note = model.simple_status(0, False, "no supervision_events")
         return CheckResult(CHECK, status, 0, no_violations(h), {}, note)
-    life = lifecycle(h).cache()
+    life = h.cached("supervision/lifecycle", lambda: lifecycle(h))
     children = life.where(~F.col("is_self"))
     ended = (life.where(F.col("is_self")).select(F.col("sup_pid").alias("ended_pid"))
              .unionByName(children.where(F.col("kind").isin("crashed", "stopped"))
@@ -92,7 +92,6 @@ def run(h: History, p: Params) -> CheckResult:
         (last, {"children": F.count("*"), "permanent": total(F.col("rtype") == "permanent"),
                 "excused": total(gone & ~down), "_down": total(down)}),
         (gave_up, {"excused_give_ups": total(~root), "_root": total(root)}))
-    life.unpersist()
     n = take_violations(counts)
     if counts["actors"] == 0:
         status, note = model.simple_status(0, False, "no supervision_events")
