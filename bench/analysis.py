@@ -94,7 +94,11 @@ see docs/analysis.md. The same code on a quieter hour: 50k events 13.3 s, 10M 44
 (checks 41.1), peak RSS 2.07 GB, JVM CPU 79.3 s (tasks 39.6, JIT 21.8); warm, in one
 session, the checks still take 34 s. Three cold runs each (``--repeat 3``) on a slower
 day: 50k events 13.83-13.91 s, 10M 48.28 / 48.36 / 49.04 s (the median run: checks
-45.3, JVM CPU 87.5 s, tasks 41.9, JIT 24.6), peak RSS 2.19 GB.
+45.3, JVM CPU 87.5 s, tasks 41.9, JIT 24.6), peak RSS 2.19 GB. With the derived frames
+computed at once into Spark's block store (`History.cached`), on a slower machine (where
+the code before took 127-150 s at 10M): 50k events 38.35-39.14 s, 10M 120.7 / 121.4 /
+114.3 s (the median run: checks 110.9, JVM CPU 212.9 s, tasks 100.9, JIT 56.3), peak
+RSS 2.55 GB.
 """
 
 from __future__ import annotations
