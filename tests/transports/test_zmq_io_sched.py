@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 
 import pytest
@@ -43,7 +44,11 @@ def _policies_of_new_threads(make: Callable[[], Closer]) -> list[int]:
     before = _zmq_threads()
     closer = make()
     try:
-        new = _zmq_threads() - before
+        # libzmq names each thread from inside it, so a loaded machine may show the
+        # new threads under their old name for a moment: wait for the names
+        deadline = time.monotonic() + 30
+        while not (new := _zmq_threads() - before) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert new, "a context with a socket has started its threads"
         return [os.sched_getscheduler(tid) for tid in sorted(new)]
     finally:
