@@ -16,6 +16,7 @@ import actors
 from actors import Node, gen_server
 from broker.alarms import ALARM_SERVER, AlarmServer
 from channel.alarm import Alarm
+from tests.waiting import hub_wait_until as wait_until
 from transports.faults import FaultRules
 from transports.memory import MemoryNetwork
 from transports.tick import TickConfig
@@ -68,14 +69,6 @@ def sites(network: MemoryNetwork) -> Iterator[list[Site]]:
         n.stop()
     gevent.joinall(greenlets, timeout=5)
     assert all(g.dead for g in greenlets), "a process outlived its test"
-
-
-def wait_until(predicate: Any, what: str, limit_s: float = 10.0) -> None:
-    deadline = gevent.get_hub().loop.now() + limit_s
-    while not predicate():
-        if gevent.get_hub().loop.now() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        gevent.sleep(0.01)
 
 
 def started_and_meshed(sites: list[Site], tmp_path: Path) -> None:

@@ -123,15 +123,6 @@ def _hub_loop() -> Iterator[None]:
     _HUB_LOOP.clear()
 
 
-def wait_until(predicate: Callable[[], bool], what: str, limit_s: float = 10.0) -> None:
-    """Let the hub run until `predicate()` holds (a wait, not a timing assertion)."""
-    deadline = gevent.get_hub().loop.now() + limit_s
-    while not predicate():
-        if gevent.get_hub().loop.now() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        gevent.sleep(0.005)
-
-
 def refused(conn: Any, op: Callable[[Any], Any]) -> tuple[int, str]:
     """Run `op` on a new channel of a pika connection, expecting the broker to close
     that channel: its reply code and text."""

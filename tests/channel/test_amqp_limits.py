@@ -13,8 +13,9 @@ from pamqp import commands as C
 
 from channel.auth import User
 from channel.permissions import ALL
-from tests.channel.conftest import Broker, wait_until
+from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw
+from tests.waiting import hub_wait_until as wait_until
 
 
 class Clients:

@@ -8,7 +8,8 @@ import pika
 import pika.exceptions as pex
 import pytest
 
-from tests.channel.conftest import Broker, client, in_hub, params, wait_until
+from tests.channel.conftest import Broker, client, in_hub, params
+from tests.waiting import hub_wait_until as wait_until
 
 
 def test_wrong_password_is_refused_with_403(broker: Broker) -> None:

@@ -13,7 +13,8 @@ from pamqp import frame as pframe
 from pamqp.heartbeat import Heartbeat
 
 from channel.config import Config
-from tests.channel.conftest import Broker, wait_until
+from tests.channel.conftest import Broker
+from tests.waiting import hub_wait_until as wait_until
 
 
 class Raw:

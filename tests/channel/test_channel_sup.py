@@ -18,7 +18,8 @@ import pytest
 
 import actors
 from supervision import supervisor
-from tests.channel.conftest import Broker, client, params, wait_until
+from tests.channel.conftest import Broker, client, params
+from tests.waiting import hub_wait_until as wait_until
 
 
 @pytest.fixture

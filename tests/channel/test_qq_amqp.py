@@ -27,7 +27,8 @@ from channel.quorum_queue import QuorumBackend
 from channel.testing import MemoryBackend
 from ra import api
 from ra import system as ra_system
-from tests.channel.conftest import client, wait_until
+from tests.channel.conftest import client
+from tests.waiting import hub_wait_until as wait_until
 from transports.faults import FaultRules
 from transports.memory import MemoryNetwork
 from transports.tick import TickConfig

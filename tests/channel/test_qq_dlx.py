@@ -24,8 +24,10 @@ from fifo.dlx_worker import DlxWorkerEnv, start_dlx_sup
 from fifo.queries import query_messages_total
 from fifo.records import RabbitFifoState
 from ra import api
-from tests.channel.conftest import client, wait_until
+from tests import waiting
+from tests.channel.conftest import client
 from tests.channel.test_qq_amqp import QQ, QqCluster, conn, qq  # noqa: F401 - fixtures
+from tests.waiting import hub_wait_until as wait_until
 
 #: confirm timeout of the at-least-once workers: retries happen within a test
 SETTLE_TIMEOUT = 300
@@ -56,15 +58,11 @@ def setup_dlq(ch: Any) -> None:
 
 def get_dead(ch: Any, limit_s: float = 10.0) -> tuple[Any, Any, bytes]:
     """The next message of `dlq` (waits for it to arrive)."""
-    import time
-
-    deadline = time.monotonic() + limit_s
-    while True:
+    def got() -> tuple[Any, Any, bytes] | None:
         method, props, body = ch.basic_get("dlq", auto_ack=True)
-        if method is not None or time.monotonic() > deadline:
-            assert method is not None, "nothing was dead-lettered to dlq"
-            return method, props, body
-        time.sleep(0.02)
+        return None if method is None else (method, props, body)
+
+    return waiting.wait_until(got, "a message dead-lettered to dlq", limit_s, poll_s=0.02)
 
 
 def source_state(cluster: QqCluster, name: str) -> RabbitFifoState:

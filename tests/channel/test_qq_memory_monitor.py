@@ -10,7 +10,7 @@ import pytest
 from actors import Node
 from channel.alarm import Alarm
 from channel.memory_monitor import DEFAULT_WATERMARK, MemoryMonitor, parse_absolute
-from tests.channel.conftest import wait_until
+from tests.waiting import hub_wait_until as wait_until
 
 TOTAL = 10_000
 

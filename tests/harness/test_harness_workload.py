@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from harness import procs
 from harness.cluster import Cluster, free_port
 from harness.scenarios import ClientSpec
 from harness.workload import ID_STRIDE, ClientConfig, message_body
+from tests.waiting import wait_until
 
 RUN_ID = "wl"
 
@@ -174,10 +174,9 @@ def test_a_lost_connection_is_recorded_and_the_publisher_moves_to_another_node(
 
 def _wait_for(run: Path, client: str, seen: Callable[[list[dict[str, Any]]], bool]) -> None:
     """Wait (boundedly) until the client's raw history, as flushed so far, shows `seen`."""
-    for _ in range(400):
-        rows = [r for f in sorted((run / "raw" / "client_ops" / client).glob("*.arrows"))
+    def flushed() -> list[dict[str, Any]]:
+        return [r for f in sorted((run / "raw" / "client_ops" / client).glob("*.arrows"))
                 for b in read_segment(f)[0] for r in b.to_pylist()]
-        if seen(rows):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{client} never recorded what the test waits for")
+
+    wait_until(lambda: seen(flushed()), f"{client} recording what the test waits for",
+               20.0, poll_s=0.05)

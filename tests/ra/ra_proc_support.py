@@ -17,6 +17,7 @@ from actors import Node
 from ra import api
 from ra import system as ra_system
 from ra.machine import Machine
+from tests import waiting
 from transports.faults import FaultRules
 from transports.memory import MemoryNetwork
 from transports.tick import TickConfig
@@ -70,14 +71,8 @@ def four() -> Iterator[Cluster]:
 def wait_until(pred: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition",
                poll_ms: int = 20) -> Any:
     """Poll `pred` from a process (sleeping lets the other processes run)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = pred()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        actors.sleep(poll_ms)
+    return waiting.wait_until(pred, what, timeout_s, poll_s=poll_ms / 1000,
+                              sleep=lambda s: actors.sleep(round(s * 1000)))
 
 
 def leader_of(ids: list[tuple[str, str]]) -> tuple[str, str]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
 
 import pytest
 
+from tests.waiting import wait_until
 from transports import zmq_io
 from transports.zmq_io import IO_SCHED_ENV, IoLoop, io_thread_policy, new_context
 from transports.zmq_node import free_port
@@ -46,10 +46,8 @@ def _policies_of_new_threads(make: Callable[[], Closer]) -> list[int]:
     try:
         # libzmq names each thread from inside it, so a loaded machine may show the
         # new threads under their old name for a moment: wait for the names
-        deadline = time.monotonic() + 30
-        while not (new := _zmq_threads() - before) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert new, "a context with a socket has started its threads"
+        new = wait_until(lambda: _zmq_threads() - before,
+                         "a context with a socket starting its threads", 30.0)
         return [os.sched_getscheduler(tid) for tid in sorted(new)]
     finally:
         closer()
