@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pyspark.errors import utils as errors_utils
+from pyspark.sql import SparkSession
 
 from analysis import jvm_archive, load, spark, synthetic
 
@@ -44,6 +46,22 @@ def test_a_cluster_session_is_left_alone() -> None:
     assert "spark.driver.extraJavaOptions" not in conf
     assert "spark.driver.memory" not in conf
     assert conf["spark.sql.adaptive.enabled"] == "true"
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://host:7077"])
+def test_every_session_builds_frames_without_recording_python_call_sites(
+        master: str) -> None:
+    conf = spark.default_conf(master)
+    assert conf["spark.python.sql.dataFrameDebugging.enabled"] == "false"
+
+
+def test_the_shared_session_really_skips_the_call_site_capture(
+        request: pytest.FixtureRequest) -> None:
+    """What the setting is for: PySpark reads it once, from the active session (the
+    suite's, made by `get_session`; this module's `spark` is the module under test)."""
+    session: SparkSession = request.getfixturevalue("spark")
+    assert session.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not errors_utils.is_debugging_enabled()
 
 
 @pytest.mark.parametrize("rows", [10, 50_000, None, 10_000_000])
