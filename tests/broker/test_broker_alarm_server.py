@@ -16,7 +16,7 @@ import actors
 from actors import Node, gen_server
 from broker.alarms import ALARM_SERVER, AlarmServer
 from channel.alarm import Alarm
-from tests.waiting import hub_wait_until as wait_until
+from tests.waiting import hub_wait_until
 from transports.faults import FaultRules
 from transports.memory import MemoryNetwork
 from transports.tick import TickConfig
@@ -85,15 +85,15 @@ def test_an_alarm_on_one_node_blocks_readers_of_every_node_until_it_clears(
     a, b, c = sites
     started_and_meshed(sites, tmp_path)
     assert a.call(("set_vm_memory_high_watermark", 0)) == "ok"
-    wait_until(lambda: all(s.alarm.alarms() == [("memory", a.node.name)] for s in sites),
-               "every node knows a's memory alarm")
-    wait_until(lambda: ("conserve_resources", "memory", True) in c.told, "c's reader told")
+    hub_wait_until(lambda: all(s.alarm.alarms() == [("memory", a.node.name)] for s in sites),
+                   "every node knows a's memory alarm")
+    hub_wait_until(lambda: ("conserve_resources", "memory", True) in c.told, "c's reader told")
     assert b.call("get_alarms") == [("memory", a.node.name)]
     assert b.call("get_local_alarms") == []
     assert a.call(("set_vm_memory_high_watermark", 0.99)) == "ok"
-    wait_until(lambda: all(s.alarm.alarms() == [] for s in sites), "cleared everywhere")
-    wait_until(lambda: c.told[-1:] == [("conserve_resources", "memory", False)],
-               "c's reader told the alarm is gone")
+    hub_wait_until(lambda: all(s.alarm.alarms() == [] for s in sites), "cleared everywhere")
+    hub_wait_until(lambda: c.told[-1:] == [("conserve_resources", "memory", False)],
+                   "c's reader told the alarm is gone")
 
 
 def test_an_alarm_process_that_starts_late_learns_the_alarms_already_raised(
@@ -104,14 +104,14 @@ def test_an_alarm_process_that_starts_late_learns_the_alarms_already_raised(
     a.connect(b, c)
     b.connect(c)
     assert a.call(("set_vm_memory_high_watermark", 0)) == "ok"
-    wait_until(lambda: b.alarm.alarms() == [("memory", a.node.name)], "b knows a's alarm")
+    hub_wait_until(lambda: b.alarm.alarms() == [("memory", a.node.name)], "b knows a's alarm")
     # c's nodeups came and went before it had an alarm process: the registers a and
     # b sent it then were lost; the one c sends when it starts repairs both ways
     c.start_server(tmp_path)
-    wait_until(lambda: c.alarm.active == {"memory"}, "c learns a's alarm")
+    hub_wait_until(lambda: c.alarm.active == {"memory"}, "c learns a's alarm")
     assert c.call(("set_disk_free_limit", 1 << 62)) == "ok"
-    wait_until(lambda: a.alarm.alarms() == [("disk", c.node.name), ("memory", a.node.name)]
-               and b.alarm.alarms() == a.alarm.alarms(), "a and b learn c's disk alarm")
+    hub_wait_until(lambda: a.alarm.alarms() == [("disk", c.node.name), ("memory", a.node.name)]
+                   and b.alarm.alarms() == a.alarm.alarms(), "a and b learn c's disk alarm")
     assert c.call(("set_disk_free_limit", 0)) == "ok"
     assert a.call(("set_vm_memory_high_watermark", 0.99)) == "ok"
 
@@ -121,15 +121,15 @@ def test_a_node_cut_off_takes_its_alarms_along_until_it_is_seen_again(
     a, b, c = sites
     started_and_meshed(sites, tmp_path)
     assert a.call(("set_vm_memory_high_watermark", 0)) == "ok"
-    wait_until(lambda: c.alarm.active == {"memory"}, "c knows a's alarm")
+    hub_wait_until(lambda: c.alarm.active == {"memory"}, "c knows a's alarm")
     network.faults.partition([a.node.name], [b.node.name, c.node.name])
-    wait_until(lambda: b.alarm.active == set() and c.alarm.active == set(),
-               "a's alarm cleared once a is seen down")
+    hub_wait_until(lambda: b.alarm.active == set() and c.alarm.active == set(),
+                   "a's alarm cleared once a is seen down")
     assert c.told[-1] == ("conserve_resources", "memory", False)
     assert a.alarm.alarms() == [("memory", a.node.name)]
     network.faults.heal()
-    wait_until(lambda: a.node.ping(b.node.name, 500) == "pong"
-               and a.node.ping(c.node.name, 500) == "pong", "a reconnected")
-    wait_until(lambda: b.alarm.active == {"memory"} and c.alarm.active == {"memory"},
-               "a's alarm learned again after the reconnect")
+    hub_wait_until(lambda: a.node.ping(b.node.name, 500) == "pong"
+                   and a.node.ping(c.node.name, 500) == "pong", "a reconnected")
+    hub_wait_until(lambda: b.alarm.active == {"memory"} and c.alarm.active == {"memory"},
+                   "a's alarm learned again after the reconnect")
     assert a.call(("set_vm_memory_high_watermark", 0.99)) == "ok"

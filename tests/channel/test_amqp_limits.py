@@ -15,7 +15,7 @@ from channel.auth import User
 from channel.permissions import ALL
 from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw
-from tests.waiting import hub_wait_until as wait_until
+from tests.waiting import hub_wait_until
 
 
 class Clients:
@@ -48,8 +48,8 @@ class Clients:
         """Close the socket and wait until the node has forgotten the connection."""
         raw.close()
         self.open.remove(raw)
-        wait_until(lambda: len(self.broker.listener.readers) == len(self.open),
-                   "the reader of a closed socket ends")
+        hub_wait_until(lambda: len(self.broker.listener.readers) == len(self.open),
+                       "the reader of a closed socket ends")
 
 
 @pytest.fixture

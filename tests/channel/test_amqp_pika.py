@@ -9,7 +9,7 @@ import pika.exceptions as pex
 import pytest
 
 from tests.channel.conftest import Broker, client, in_hub, params
-from tests.waiting import hub_wait_until as wait_until
+from tests.waiting import hub_wait_until
 
 
 def test_wrong_password_is_refused_with_403(broker: Broker) -> None:
@@ -245,9 +245,9 @@ def test_alarm_before_any_publish_only_reports_blocking(broker: Broker,
                                                          conn: pika.BlockingConnection) -> None:
     client(lambda: conn.channel().queue_declare("c"))
     broker.ctx.alarm.set_alarm("disk")
-    wait_until(lambda: broker.only_reader().info()["state"] == "blocking", "blocking")
+    hub_wait_until(lambda: broker.only_reader().info()["state"] == "blocking", "blocking")
     broker.ctx.alarm.clear_alarm("disk")
-    wait_until(lambda: broker.only_reader().info()["state"] == "running", "running again")
+    hub_wait_until(lambda: broker.only_reader().info()["state"] == "running", "running again")
 
 
 def test_credit_flow_stops_socket_reads_until_the_queue_grants_again(
@@ -264,13 +264,13 @@ def test_credit_flow_stops_socket_reads_until_the_queue_grants_again(
             ch.basic_publish("", "slow", str(i).encode())
     client(publish)
     reader = broker.only_reader()
-    wait_until(lambda: reader.state == "blocked", "reader blocked by credit")
+    hub_wait_until(lambda: reader.state == "blocked", "reader blocked by credit")
     requests = reader.recv_requests
     assert reader.publishes_dispatched == 400  # exactly the initial credit
     assert reader.credit.blocked()
     assert reader.info()["state"] == "flow"
     broker.backend.release("/", "slow")
-    wait_until(lambda: reader.publishes_dispatched == 500, "all publishes dispatched")
+    hub_wait_until(lambda: reader.publishes_dispatched == 500, "all publishes dispatched")
     assert reader.recv_requests > requests
     assert not reader.credit.blocked()
     assert len(broker.backend.queues[("/", "slow")].ready) == 500

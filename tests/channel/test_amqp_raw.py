@@ -14,7 +14,7 @@ from pamqp.heartbeat import Heartbeat
 
 from channel.config import Config
 from tests.channel.conftest import Broker
-from tests.waiting import hub_wait_until as wait_until
+from tests.waiting import hub_wait_until
 
 
 class Raw:
@@ -98,7 +98,7 @@ def test_bad_protocol_header_gets_the_0_9_1_header_and_close(raw: Raw, header: b
 def test_accepted_sockets_have_nagle_off_as_rabbitmq_nodelay_default(broker: Broker,
                                                                    raw: Raw) -> None:
     raw.handshake()
-    wait_until(lambda: len(broker.listener.readers) == 1, "the reader to register")
+    hub_wait_until(lambda: len(broker.listener.readers) == 1, "the reader to register")
     server_side = broker.only_reader().wire.sock
     assert server_side.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
@@ -236,7 +236,7 @@ def test_silent_client_is_dropped_after_missed_heartbeats(broker: Broker, raw: R
     _, frame = raw.frame()  # the server's first heartbeat comes at once (H/2)
     assert isinstance(frame, Heartbeat)
     assert raw.closed()  # no connection.close frame before the socket goes
-    wait_until(lambda: not broker.listener.readers, "reader gone")
+    hub_wait_until(lambda: not broker.listener.readers, "reader gone")
 
 
 def test_heartbeats_from_the_client_keep_the_connection(broker: Broker, raw: Raw) -> None:

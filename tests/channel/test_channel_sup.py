@@ -19,7 +19,7 @@ import pytest
 import actors
 from supervision import supervisor
 from tests.channel.conftest import Broker, client, params
-from tests.waiting import hub_wait_until as wait_until
+from tests.waiting import hub_wait_until
 
 
 @pytest.fixture
@@ -91,9 +91,9 @@ def test_channel_close_takes_its_writer_and_limiter_and_nothing_else(
     reader = broker.only_reader()
     first = channel_tree(broker, reader, ch1.channel_number)
     client(ch1.close)
-    wait_until(lambda: not any(alive(broker, first[k]) for k in
-                               ("channel_sup", "channel", "writer", "limiter")),
-               "the first channel's supervisor and children stopped")
+    hub_wait_until(lambda: not any(alive(broker, first[k]) for k in
+                                   ("channel_sup", "channel", "writer", "limiter")),
+                   "the first channel's supervisor and children stopped")
     assert len(children(broker, reader.channel_sup_sup)) == 1
     client(lambda: ch2.queue_declare("still-works"))
     assert alive(broker, reader.sup) and alive(broker, reader.me)
@@ -109,10 +109,10 @@ def test_a_crashing_channel_closes_its_connection_with_541_and_no_other(
         other_ch = client(other.channel)
         broker.node.send(tree["channel"], ("crash",))
         assert wait_closed_by_broker(conn) == (541, "INTERNAL_ERROR")
-        wait_until(lambda: not any(alive(broker, tree[k]) for k in
-                                   ("channel_sup", "writer", "limiter")),
-                   "the crashed channel's supervisor, writer and limiter stopped")
-        wait_until(lambda: not alive(broker, victim.sup), "the connection's tree stopped")
+        hub_wait_until(lambda: not any(alive(broker, tree[k]) for k in
+                                       ("channel_sup", "writer", "limiter")),
+                       "the crashed channel's supervisor, writer and limiter stopped")
+        hub_wait_until(lambda: not alive(broker, victim.sup), "the connection's tree stopped")
         client(lambda: other_ch.queue_declare("unaffected"))
         assert len(broker.listener.readers) == 1
     finally:
@@ -137,7 +137,7 @@ def test_client_close_stops_the_whole_connection_tree(
     client(conn.close)
     pids = [reader.sup, reader.helper_sup, reader.channel_sup_sup, reader.collector,
             *tree.values()]
-    wait_until(lambda: not any(alive(broker, p) for p in pids), "every process stopped")
+    hub_wait_until(lambda: not any(alive(broker, p) for p in pids), "every process stopped")
 
 
 def test_stopping_the_listener_closes_every_connection_with_320(
@@ -156,9 +156,9 @@ def test_a_killed_reader_ends_the_connection_and_its_exclusive_queues(broker: Br
     assert broker.backend.queue("/", "mine") is not None
     with broker.node.attached():
         actors.exit(reader.me, "kill")
-    wait_until(lambda: not alive(broker, reader.sup), "connection_sup stopped")
-    wait_until(lambda: broker.backend.queue("/", "mine") is None,
-               "the collector deleted the exclusive queue")
+    hub_wait_until(lambda: not alive(broker, reader.sup), "connection_sup stopped")
+    hub_wait_until(lambda: broker.backend.queue("/", "mine") is None,
+                   "the collector deleted the exclusive queue")
 
     def lost() -> None:
         with pytest.raises(pex.StreamLostError):

@@ -28,7 +28,7 @@ from channel.testing import MemoryBackend
 from ra import api
 from ra import system as ra_system
 from tests.channel.conftest import client
-from tests.waiting import hub_wait_until as wait_until
+from tests.waiting import hub_wait_until
 from transports.faults import FaultRules
 from transports.memory import MemoryNetwork
 from transports.tick import TickConfig
@@ -342,8 +342,8 @@ def test_deleting_a_queue_cancels_its_consumers_on_other_connections(
     tag = client(consume)
     other = qq.connect()
     client(lambda: other.channel().queue_delete("gone"))
-    wait_until(lambda: client(lambda: conn.process_data_events(0.01) or bool(cancelled)),
-               "server-side basic.cancel")
+    hub_wait_until(lambda: client(lambda: conn.process_data_events(0.01) or bool(cancelled)),
+                   "server-side basic.cancel")
     assert [c.method.consumer_tag for c in cancelled] == [tag]
     client(other.close)
 
@@ -372,8 +372,8 @@ def test_soft_limit_blocks_the_reader_until_the_queue_applies_again(
     qq.declare_from(1, "slow", **{"x-quorum-initial-group-size": 2})
     ch = client(conn.channel)
     client(lambda: ch.basic_publish("", "slow", b"first"))  # registers the enqueuer
-    wait_until(lambda: qq.channel_info()["publish_seqno"] == 1
-               and qq.channel_info()["pending_raft_commands"] == 0, "first enqueue applied")
+    hub_wait_until(lambda: qq.channel_info()["publish_seqno"] == 1
+                   and qq.channel_info()["pending_raft_commands"] == 0, "first enqueue applied")
     reader = next(iter(qq.listener.readers.values()))
     leader = qq.names[1]
     qq.network.faults.pause(leader)  # it still appends, but nothing it sends arrives
@@ -382,8 +382,8 @@ def test_soft_limit_blocks_the_reader_until_the_queue_applies_again(
         for i in range(600):
             ch.basic_publish("", "slow", b"%d" % i)
     client(publish)
-    wait_until(lambda: reader.state == "blocked", "reader blocked")
-    wait_until(lambda: qq.channel_info()["pending_raft_commands"] == 399, "all dispatched seen")
+    hub_wait_until(lambda: reader.state == "blocked", "reader blocked")
+    hub_wait_until(lambda: qq.channel_info()["pending_raft_commands"] == 399, "all dispatched seen")
     info = qq.channel_info()
     # the 33rd outstanding command blocked the channel: its credit grants are withheld,
     # so the reader stops at exactly its initial 400 credits
@@ -393,8 +393,8 @@ def test_soft_limit_blocks_the_reader_until_the_queue_applies_again(
     assert reader.info()["state"] == "flow"
 
     qq.network.faults.resume(leader)
-    wait_until(lambda: reader.publishes_dispatched == 601, "reader reads again")
-    wait_until(lambda: qq.channel_info()["pending_raft_commands"] == 0, "everything applied")
+    hub_wait_until(lambda: reader.publishes_dispatched == 601, "reader reads again")
+    hub_wait_until(lambda: qq.channel_info()["pending_raft_commands"] == 0, "everything applied")
     assert qq.channel_info()["credit_blocked"] == []
     ready = client(lambda: conn.channel().queue_declare("slow", passive=True))
     assert ready.method.message_count == 601
@@ -456,7 +456,7 @@ def test_memory_alarm_blocks_a_publishing_connection_while_consumers_go_on(
     monitor.force_reading(monitor.limit + 1)
     assert qq.ctx.alarm.active == {"memory"}
     client(lambda: pub_conn.channel().basic_publish("", "mem", b"late"))
-    wait_until(lambda: pub_reader.state == "blocked", "publisher blocked")
+    hub_wait_until(lambda: pub_reader.state == "blocked", "publisher blocked")
 
     def consume(n: int) -> list[bytes]:
         ch = sub_conn.channel()

@@ -24,10 +24,9 @@ from fifo.dlx_worker import DlxWorkerEnv, start_dlx_sup
 from fifo.queries import query_messages_total
 from fifo.records import RabbitFifoState
 from ra import api
-from tests import waiting
 from tests.channel.conftest import client
 from tests.channel.test_qq_amqp import QQ, QqCluster, conn, qq  # noqa: F401 - fixtures
-from tests.waiting import hub_wait_until as wait_until
+from tests.waiting import hub_wait_until, wait_until
 
 #: confirm timeout of the at-least-once workers: retries happen within a test
 SETTLE_TIMEOUT = 300
@@ -62,7 +61,7 @@ def get_dead(ch: Any, limit_s: float = 10.0) -> tuple[Any, Any, bytes]:
         method, props, body = ch.basic_get("dlq", auto_ack=True)
         return None if method is None else (method, props, body)
 
-    return waiting.wait_until(got, "a message dead-lettered to dlq", limit_s, poll_s=0.02)
+    return wait_until(got, "a message dead-lettered to dlq", limit_s, poll_s=0.02)
 
 
 def source_state(cluster: QqCluster, name: str) -> RabbitFifoState:
@@ -203,8 +202,8 @@ def test_at_least_once_settles_in_the_source_only_after_the_target_confirmed(
 
     client(declare_and_reject)
     # no binding yet: the worker holds the dead letter, the source keeps it
-    wait_until(lambda: len(source_state(dlx, "safe").dlx.consumer.checked_out) == 1,
-               "the worker checked the dead letter out")
+    hub_wait_until(lambda: len(source_state(dlx, "safe").dlx.consumer.checked_out) == 1,
+                   "the worker checked the dead letter out")
     s = source_state(dlx, "safe")
     assert query_messages_total(s) == 1 and not s.dlx.discards
     assert client(lambda: conn.channel().basic_get("dlq", auto_ack=True)[0]) is None
@@ -215,8 +214,8 @@ def test_at_least_once_settles_in_the_source_only_after_the_target_confirmed(
     assert [(d["queue"], d["reason"]) for d in props.headers["x-death"]] == [
         ("safe", "rejected")]
     # the target confirmed: the worker settles and the source forgets the message
-    wait_until(lambda: query_messages_total(source_state(dlx, "safe")) == 0,
-               "the source settled the dead letter")
+    hub_wait_until(lambda: query_messages_total(source_state(dlx, "safe")) == 0,
+                   "the source settled the dead letter")
     assert not source_state(dlx, "safe").dlx.consumer.checked_out
 
 
@@ -234,6 +233,6 @@ def test_a_new_leader_seen_by_a_channel_is_recorded_in_the_registry(
         ch.basic_publish("", "dlq", b"after the election")
 
     client(publish)  # confirmed by the new leader, which the channel's session found
-    wait_until(lambda: dlx.record("dlq").leader not in (None, old),
-               "the registry names the new leader")
+    hub_wait_until(lambda: dlx.record("dlq").leader not in (None, old),
+                   "the registry names the new leader")
     assert dlx.record("dlq").leader == dlx.ra_leader("dlq")

@@ -10,7 +10,7 @@ import pytest
 from actors import Node
 from channel.alarm import Alarm
 from channel.memory_monitor import DEFAULT_WATERMARK, MemoryMonitor, parse_absolute
-from tests.waiting import hub_wait_until as wait_until
+from tests.waiting import hub_wait_until
 
 TOTAL = 10_000
 
@@ -78,7 +78,7 @@ def test_the_periodic_check_follows_the_measured_usage(alarm: Alarm) -> None:
     monitor = MemoryMonitor(alarm, total=TOTAL, measure=lambda: usage[0],
                             interval_ms=10).start(alarm.node)
     usage[0] = 9000
-    wait_until(lambda: alarm.active == {"memory"}, "alarm raised by a periodic check")
+    hub_wait_until(lambda: alarm.active == {"memory"}, "alarm raised by a periodic check")
     usage[0] = 100
-    wait_until(lambda: alarm.active == set(), "alarm cleared by a periodic check")
+    hub_wait_until(lambda: alarm.active == set(), "alarm cleared by a periodic check")
     monitor.stop()
