@@ -68,7 +68,11 @@ GC_OPTIONS = "-XX:+UseParallelGC"
 
 #: a local session kept for many analyses of small histories (the test suite's, the
 #: `warren_cluster` fixture's). Whole-stage code generation and adaptive re-planning
-#: cost more than they save on a few thousand rows. Every broadcast hash table takes at
+#: cost more than they save on a few thousand rows, and so does compiling each query's
+#: expressions: they are interpreted instead (`spark.sql.codegen.factoryMode`
+#: NO_CODEGEN, the path Spark takes when generated code fails to compile), and the
+#: replica summary and local-delivery check of a 40-message history ran 4 Janino
+#: compiles instead of 190 (docs/analysis.md). Every broadcast hash table takes at
 #: least one memory page, and Spark sizes pages from the heap (32 MB at 3g on 2 cores,
 #: about half as much per halving): a few rows then hold a page each until the driver's
 #: garbage collector lets Spark clean the broadcast, so pages of 1 MB keep such a JVM
@@ -79,6 +83,7 @@ SMALL_HISTORIES_CONF = {
     "spark.driver.memory": "1g",
     "spark.buffer.pageSize": "1m",
     "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.adaptive.enabled": "false",
 }
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.errors import utils as errors_utils
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from analysis import jvm_archive, load, spark, synthetic
 
@@ -62,6 +63,40 @@ def test_the_shared_session_really_skips_the_call_site_capture(
     session: SparkSession = request.getfixturevalue("spark")
     assert session.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
     assert not errors_utils.is_debugging_enabled()
+
+
+def _shaped_query(session: SparkSession, drop: int, mul: int) -> list[tuple[int, int]]:
+    """Filter, group, sum and sort the numbers 0-39; `drop` and `mul` are the constants
+    that generated code would hold as literals."""
+    rows = (session.range(40).withColumnRenamed("id", "n")
+            .where((F.col("n") % 7 != drop) & F.col("n").between(2, 31))
+            .groupBy((F.col("n") * mul % 5).alias("k")).agg(F.sum(F.col("n") * mul).alias("s"))
+            .orderBy(F.desc("k")).collect())
+    return [(r["k"], r["s"]) for r in rows]
+
+
+def test_a_session_for_small_histories_interprets_its_expressions(
+        request: pytest.FixtureRequest) -> None:
+    """Once a query of a shape has run, the same shape with other expressions compiles
+    nothing in the suite's session (`SMALL_HISTORIES_CONF`): compiled code would hold
+    the new constants. The rows are still right."""
+    session: SparkSession = request.getfixturevalue("spark")
+    metrics = session._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    _shaped_query(session, 3, 11)
+    before = metrics.METRIC_COMPILATION_TIME().getCount()
+    rows = _shaped_query(session, 4, 13)
+    assert metrics.METRIC_COMPILATION_TIME().getCount() == before
+    expected: dict[int, int] = {}
+    for n in range(2, 32):
+        if n % 7 != 4:
+            expected[n * 13 % 5] = expected.get(n * 13 % 5, 0) + n * 13
+    assert rows == sorted(expected.items(), reverse=True)
+
+
+def test_a_large_history_keeps_code_generation() -> None:
+    for rows in (10_000_000, None):
+        assert "spark.sql.codegen.factoryMode" not in spark.default_conf("local[2]",
+                                                                         expected_rows=rows)
 
 
 @pytest.mark.parametrize("rows", [10, 50_000, None, 10_000_000])
