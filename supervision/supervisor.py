@@ -149,6 +149,24 @@ class State:
         return self.strategy == "simple_one_for_one"
 
 
+def _stopped_child(state: State, id_: Any) -> Child | tuple[str, str]:
+    """The child `id_` when it may be restarted or deleted, else OTP's error for why not.
+
+    ``restart_child`` and ``delete_child`` accept only a static child that is neither
+    running nor waiting for a delayed restart.
+    """
+    if state.is_simple:
+        return ("error", "simple_one_for_one")
+    child = state.children.get(id_)
+    if child is None:
+        return ("error", "not_found")
+    if isinstance(child.pid, Restarting):
+        return ("error", "restarting")
+    if child.pid is not None:
+        return ("error", "running")
+    return child
+
+
 # ----------------------------------------------------------- starting children
 
 
@@ -312,30 +330,18 @@ class SupervisorServer(GenServer):
         return "ok"
 
     def _handle_restart_child(self, state: State, id_: Any) -> Any:
-        if state.is_simple:
-            return ("error", "simple_one_for_one")
-        child = state.children.get(id_)
-        if child is None:
-            return ("error", "not_found")
-        if isinstance(child.pid, Restarting):
-            return ("error", "restarting")
-        if child.pid is not None:
-            return ("error", "running")
+        child = _stopped_child(state, id_)
+        if isinstance(child, tuple):
+            return child
         result = _do_start_child(state, child)
         if result[0] == "ok":
             child.pid = result[1]
         return result
 
     def _handle_delete_child(self, state: State, id_: Any) -> Any:
-        if state.is_simple:
-            return ("error", "simple_one_for_one")
-        child = state.children.get(id_)
-        if child is None:
-            return ("error", "not_found")
-        if isinstance(child.pid, Restarting):
-            return ("error", "restarting")
-        if child.pid is not None:
-            return ("error", "running")
+        found = _stopped_child(state, id_)
+        if isinstance(found, tuple):
+            return found
         state.children.remove(id_)
         return "ok"
 
