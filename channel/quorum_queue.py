@@ -24,7 +24,6 @@ from typing import Any
 
 import actors
 from actors import Node, trace
-from channel import qq_client
 from channel.backend import (
     Action,
     Block,
@@ -54,7 +53,7 @@ from channel.queue_args import (
     validate_quorum_args,
 )
 from channel.queue_registry import QueueRecord, QueueRegistry
-from fifo import client
+from fifo import client, client_owner
 from fifo.client_effects import Out
 from fifo.client_records import SOFT_LIMIT, ClientState, init
 from fifo.commands import make_purge
@@ -501,11 +500,11 @@ class QuorumSession:
         if q is None:
             return
         for ref in list(q.timers):
-            qq_client.cancel(q.timers, ref)
+            client_owner.cancel(q.timers, ref)
         self.by_cluster.pop(q.record.ra_name, None)
 
     def _run(self, q: _Queue, op: Callable[[Any], Out]) -> Out:
-        out = qq_client.drive(op, q.timers)
+        out = client_owner.drive(op, q.timers)
         if out.tag != "call":
             q.client = out.state
         return out

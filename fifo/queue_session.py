@@ -4,7 +4,7 @@ The session logic is pure (`fifo.client`); something has to be the ``self()``
 whose pid the queue monitors, receive the ``ra_event``s and carry out the
 session's effects with `ra.api`. In RabbitMQ that is the channel; this process
 does the same job for one queue, so the queue can be driven and observed before
-the channel exists (and the channel can copy the loop). Whatever the session
+the channel exists. Both run the session through `fifo.client_owner`. Whatever the session
 hands back for the channel -- confirms, deliveries, flow control -- goes to the
 owner as ``("queue_actions", session_pid, actions)``.
 
@@ -21,21 +21,9 @@ from typing import Any
 
 import actors
 from actors import gen_server
-from fifo import client
-from fifo.client_effects import (
-    AuxCommand,
-    CancelTimer,
-    CastAuxCommand,
-    ExecRead,
-    FindLeader,
-    Members,
-    Out,
-    PipelineCommand,
-    ProcessCommand,
-    SendAfter,
-)
+from fifo import client, client_owner
+from fifo.client_effects import Out
 from fifo.client_records import ClientState, init
-from ra import api
 
 __all__ = ["QueueSession", "call", "start"]
 
@@ -109,50 +97,10 @@ class QueueSession(gen_server.GenServer):
 
     # --- the effect loop ---------------------------------------------------------------------
 
-    def _drive(self, st: _State, op: Callable[[list[Any]], Out]) -> Out:
-        """Run a client operation to completion, answering its synchronous calls."""
-        replies: list[Any] = []
-        while True:
-            out = op(replies)
-            if out.tag != "call":
-                break
-            *before, request = out.effects
-            for eff in before:
-                self._perform(st, eff)
-            replies = [*replies, self._perform(st, request)]
-        for eff in out.effects:
-            self._perform(st, eff)
+    def _drive(self, st: _State, op: Callable[[Sequence[Any]], Out]) -> Out:
+        """Run a client operation to completion, then hand its actions to the owner."""
+        out = client_owner.drive(op, st.timers)
         st.session = out.state
         if out.actions:
             actors.send(st.owner, ("queue_actions", actors.self(), out.actions))
         return out
-
-    def _perform(self, st: _State, eff: Any) -> Any:
-        match eff:
-            case PipelineCommand(_, server, cmd, corr, prio):
-                return api.pipeline_command(server, cmd, corr, prio)
-            case CastAuxCommand(_, server, cmd):
-                return api.cast_aux_command(server, cmd)
-            case ProcessCommand(_, servers, cmd, timeout):
-                return api.process_command(list(servers), cmd, timeout)
-            case Members(_, server):
-                return api.members(server)
-            case FindLeader(_, servers):
-                for server in servers:
-                    found = api.members(server)
-                    if found[0] == "ok":
-                        return found[2]
-                return None
-            case AuxCommand(_, server, cmd):
-                return api.aux_command(server, cmd)
-            case ExecRead(_, read_plan):
-                return read_plan.execute()
-            case SendAfter(_, ref, ms, msg):
-                st.timers[ref] = actors.send_after(ms, actors.self(), msg)
-                return None
-            case CancelTimer(_, ref):
-                tref = st.timers.pop(ref, None)
-                if tref is not None:
-                    actors.cancel_timer(tref)
-                return None
-        raise ValueError(f"unknown session effect {eff!r}")

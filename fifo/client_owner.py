@@ -1,12 +1,13 @@
-"""Carrying out what a `rabbit_fifo_client` session asks of its owning channel.
+"""Carrying out what a `rabbit_fifo_client` session asks of the process that owns it.
 
 The fifo client (`fifo.client`) is pure: an operation returns the Ra sends
 and timers to perform as effects, and ends with a `call` effect when it needs
-an answer (register as enqueuer, checkout, dequeue, members...). The channel
-process is the owner, so this module performs those effects from it with
-`ra.api` and replays the operation with each answer, exactly as the replay
-protocol of `fifo.client_effects` describes. Synchronous calls block the
-channel, as they block `rabbit_channel` upstream.
+an answer (register as enqueuer, checkout, dequeue, members...). The owner (a
+channel, or a `fifo.queue_session` process) performs those effects from its own
+process with `ra.api` and replays the operation with each answer, exactly as the
+replay protocol of `fifo.client_effects` describes. Synchronous calls block the
+owner, as they block `rabbit_channel` upstream. Timers are kept in the owner's
+`Timers` map by the client's reference, so a timer set again replaces the old one.
 """
 
 from __future__ import annotations
