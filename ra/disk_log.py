@@ -457,24 +457,10 @@ class DiskLog(LogBase):
 
     # ---- events -------------------------------------------------------------
 
-    def handle_event(self, evt: Any) -> list[Any]:
-        """Apply a ``ra_log_event`` body; returns effects."""
+    def _handle_storage_event(self, evt: Any) -> list[Any]:
         match evt:
-            case ("written", term, written_seq):
-                self._handle_written(term, list(written_seq))
-                return []
-            case ("resend_write", idx):
-                self._resend_from(idx)
-                return []
             case ("segments", flushed, refs):
                 self._segments(flushed, refs)
-                return []
-            case ("snapshot_written", idxterm, _live, kind, *_):
-                return self._snapshot_written(idxterm, kind)
-            case ("snapshot_error", idxterm, kind, *_):
-                if self.pending_snapshot() == (kind, tuple(idxterm)):
-                    self._pending_snapshot = None
-                return []
         return []
 
     def _segments(self, flushed: list[tuple[int, ra_seq.Seq]],

@@ -221,23 +221,5 @@ class MemoryLog(LogBase):
         self._pending = ra_seq.floor(idx + 1, self._pending)
         return []
 
-    def handle_event(self, evt: Any) -> list[Any]:
-        """Apply a ``ra_log_event`` body; returns effects."""
-        match evt:
-            case ("written", term, written_seq):
-                self._handle_written(term, list(written_seq))
-                return []
-            case ("resend_write", idx):
-                self._resend_from(idx)
-                return []
-            case ("snapshot_written", idxterm, _live, kind, *_):
-                return self._snapshot_written(idxterm, kind)
-            case ("snapshot_error", idxterm, kind, *_):
-                pending = self.pending_snapshot()
-                if pending == (kind, tuple(idxterm)):
-                    self._pending_snapshot = None
-                return []
-        return []
-
     # ---- driver side -----------------------------------------------------
 

@@ -11,7 +11,9 @@ logs' contract identical (tests/ra/test_ra_disk_log_contract.py runs it on both)
 
 A subclass provides ``_first``, ``_last_written``, ``_pending``, ``_wal_out``,
 ``_snapshot``, ``_checkpoints``, ``_pending_snapshot``, ``wal_up`` and the
-storage-specific ``next_index``, ``fetch_term`` and ``fold``.
+storage-specific ``next_index``, ``fetch_term``, ``fold`` and ``_snapshot_written``.
+`handle_event` (the ``ra_log_event`` bodies) is shared too; an event only one storage
+knows goes to its ``_handle_storage_event``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ class LogBase:
         raise NotImplementedError
 
     def fold(self, first: int, last: int) -> list[Entry]:
+        raise NotImplementedError
+
+    def _snapshot_written(self, idxterm: IdxTerm, kind: str) -> list[Any]:
+        """A ``bg_work`` write finished: adopt the snapshot or checkpoint; effects."""
         raise NotImplementedError
 
 
@@ -186,7 +192,29 @@ class LogBase:
         return [("bg_work", ("write_snapshot", kind, meta, mac_state),
                  ("snapshot_error", it, kind))]
 
-    # ---- WAL confirmations ------------------------------------------------------
+    # ---- log events -------------------------------------------------------------
+
+    def handle_event(self, evt: Any) -> list[Any]:
+        """Apply a ``ra_log_event`` body; returns effects."""
+        match evt:
+            case ("written", term, written_seq):
+                self._handle_written(term, list(written_seq))
+                return []
+            case ("resend_write", idx):
+                self._resend_from(idx)
+                return []
+            case ("snapshot_written", idxterm, _live, kind, *_):
+                return self._snapshot_written(idxterm, kind)
+            case ("snapshot_error", idxterm, kind, *_):
+                if self.pending_snapshot() == (kind, tuple(idxterm)):
+                    self._pending_snapshot = None
+                return []
+        return self._handle_storage_event(evt)
+
+    def _handle_storage_event(self, evt: Any) -> list[Any]:
+        """An event only one storage knows (the disk log's ``segments``); else ignored."""
+        return []
+
 
     def _handle_written(self, term: int, written_seq: ra_seq.Seq) -> None:
         # indexes at or below the snapshot are already covered by it
