@@ -36,9 +36,9 @@ import cloudpickle
 from ra import segment_writer as ra_sw
 from ra import wal as ra_wal
 from ra.disk_log import DiskLog
+from ra.durable import replace_file
 from ra.log_ets import LogEts
 from ra.log_meta import LogMeta
-from ra.segment import fsync_dir
 
 NAMES_FILE = "names"
 CONFIG_FILE = "config"
@@ -86,8 +86,8 @@ class DiskStore:
             return {}
 
     def _save_names(self) -> None:
-        _write_atomically(os.path.join(self.data_dir, NAMES_FILE),
-                          pickle.dumps(self._names, protocol=5), self.other_sync)
+        replace_file(os.path.join(self.data_dir, NAMES_FILE),
+                     pickle.dumps(self._names, protocol=5), self.other_sync)
 
     def server_dir(self, uid: str) -> str:
         return ra_sw.server_dir(self.data_dir, uid)
@@ -100,8 +100,8 @@ class DiskStore:
         """Write the server's ``config`` file, then its name: a name always has a config."""
         directory = self.server_dir(uid)
         os.makedirs(directory, exist_ok=True)
-        _write_atomically(os.path.join(directory, CONFIG_FILE),
-                          cloudpickle.dumps(dict(config)), self.other_sync)
+        replace_file(os.path.join(directory, CONFIG_FILE),
+                     cloudpickle.dumps(dict(config)), self.other_sync)
         self._names[name] = uid
         self._save_names()
 
@@ -150,20 +150,6 @@ class DiskStore:
 
     def syncs(self) -> dict[str, int]:
         return {"wal": self.wal_sync.calls, "other": self.other_sync.calls}
-
-
-def _write_atomically(path: str, data: bytes, fsync: Callable[[int], None]) -> None:
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path))
 
 
 # ---- the system tree's start functions (``wal_start``, ``segment_writer_start``)

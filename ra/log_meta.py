@@ -17,7 +17,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from ra.segment import fsync_dir
+from ra.durable import replace_file
 
 META_FILE = "meta"
 KEYS = ("current_term", "voted_for", "last_applied")
@@ -60,15 +60,7 @@ class LogMeta:
         if not self.dirty:
             return
         os.makedirs(self.directory, exist_ok=True)
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, pickle.dumps(self._values, protocol=5))
-            self._fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        fsync_dir(self.directory)
+        replace_file(self.path, pickle.dumps(self._values, protocol=5), self._fsync)
         self.dirty = False
 
     def update_term_and_voted_for(self, term: int, voted_for: Any) -> None:

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ra.durable import replace_file
 from ra.types import Entry
 
 MAGIC = b"WSEG"
@@ -63,14 +64,6 @@ def list_segments(directory: str) -> list[str]:
     return sorted(n for n in names if file_number(n) is not None)
 
 
-def fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def encode(entries: list[Entry], checksums: bool = True) -> bytes:
     """The bytes of a segment holding `entries` (contiguous, non-empty)."""
     first = entries[0][0]
@@ -91,18 +84,7 @@ def write(directory: str, seg_no: int, entries: list[Entry], *, checksums: bool 
           fsync: Callable[[int], None] = os.fsync) -> SegRef:
     """Write one segment durably; returns its ref. Runs off the hub."""
     name = file_name(seg_no)
-    tmp = os.path.join(directory, name + ".tmp")
-    data = encode(entries, checksums)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, os.path.join(directory, name))
-    fsync_dir(directory)
+    replace_file(os.path.join(directory, name), encode(entries, checksums), fsync)
     return (name, (entries[0][0], entries[-1][0]))
 
 

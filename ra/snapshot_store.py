@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from ra.segment import fsync_dir
+from ra.durable import fsync_dir, write_file
 
 log = logging.getLogger("warren.ra.snapshot")
 
@@ -84,16 +84,7 @@ def write(base: str, kind_dir: str, meta: dict[str, Any], state: Any, *, sync: b
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    data = encode(meta, state)
-    fd = os.open(os.path.join(tmp, FILE), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            fsync(fd)
-    finally:
-        os.close(fd)
+    write_file(os.path.join(tmp, FILE), encode(meta, state), fsync if sync else None)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     if sync:
