@@ -66,24 +66,38 @@ LARGE_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=100000 -XX:Tier4CompileThresh
 #: are worth
 GC_OPTIONS = "-XX:+UseParallelGC"
 
+#: a history of at most this many rows is analysed with its expressions interpreted,
+#: not compiled (`INTERPRETED_CONF`): a cold analysis of such a history runs a few
+#: hundred small queries, and compiling each one's code costs more than the rows it
+#: then runs over. On 2 cores, three alternated pairs each (the checks alone, cold):
+#: 50k events 34.1 / 34.7 / 34.5 s against 38.5 / 40.1 / 37.9 s (the JVM's CPU 57 s
+#: against 64 s); a 75k-row leader-failover run 35.4 / 38.8 / 35.1 s against 37.9 /
+#: 37.6 / 39.9 s, about even; 1M events 99.8 / 101.6 s against 50.5 / 49.5 s (the
+#: tasks' CPU 142 s against 36 s: interpreted rows cost about four times as much).
+INTERPRETED_MAX_ROWS = 60_000
+#: whole-stage code generation off, and expressions, projections and orderings run by
+#: Spark's interpreted implementations (`spark.sql.codegen.factoryMode` NO_CODEGEN, the
+#: path Spark takes when generated code fails to compile)
+INTERPRETED_CONF = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
 #: a local session kept for many analyses of small histories (the test suite's, the
 #: `warren_cluster` fixture's). Whole-stage code generation and adaptive re-planning
 #: cost more than they save on a few thousand rows, and so does compiling each query's
-#: expressions: they are interpreted instead (`spark.sql.codegen.factoryMode`
-#: NO_CODEGEN, the path Spark takes when generated code fails to compile), and the
-#: replica summary and local-delivery check of a 40-message history ran 4 Janino
-#: compiles instead of 190 (docs/analysis.md). Every broadcast hash table takes at
-#: least one memory page, and Spark sizes pages from the heap (32 MB at 3g on 2 cores,
-#: about half as much per halving): a few rows then hold a page each until the driver's
-#: garbage collector lets Spark clean the broadcast, so pages of 1 MB keep such a JVM
-#: within 1g.
+#: expressions: they are interpreted instead (`INTERPRETED_CONF`), and the replica
+#: summary and local-delivery check of a 40-message history ran 4 Janino compiles
+#: instead of 190 (docs/analysis.md). Every broadcast hash table takes at least one
+#: memory page, and Spark sizes pages from the heap (32 MB at 3g on 2 cores, about half
+#: as much per halving): a few rows then hold a page each until the driver's garbage
+#: collector lets Spark clean the broadcast, so pages of 1 MB keep such a JVM within 1g.
 SMALL_HISTORIES_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     "spark.driver.memory": "1g",
     "spark.buffer.pageSize": "1m",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    **INTERPRETED_CONF,
     "spark.sql.adaptive.enabled": "false",
 }
 
@@ -136,6 +150,7 @@ def default_conf(master: str, local_dir: str | None = None,
     (`GC_OPTIONS`): at 10M, with the later hand-over, 53.1-59.6 s against G1's
     61.4-63.9 s (three rounds, alternated with the serial collector: 53.6-66.5 s); at
     50k events, with the quick JIT, 16.3-17.5 s against 17.7-18.5 s (three pairs).
+    Up to `INTERPRETED_MAX_ROWS` the session interprets its expressions as well.
 
     A local driver JVM also maps the class archive of `analysis.jvm_archive` when one
     was built for this Java and Spark (`warren spark-archive`).
@@ -173,6 +188,8 @@ def default_conf(master: str, local_dir: str | None = None,
         })
         if local_dir:
             conf["spark.local.dir"] = local_dir
+        if expected_rows is not None and expected_rows <= INTERPRETED_MAX_ROWS:
+            conf.update(INTERPRETED_CONF)
         options = []
         if expected_rows is not None and expected_rows <= QUICK_JIT_MAX_ROWS:
             options.append(QUICK_JIT_OPTIONS)

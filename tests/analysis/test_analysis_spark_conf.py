@@ -93,10 +93,49 @@ def test_a_session_for_small_histories_interprets_its_expressions(
     assert rows == sorted(expected.items(), reverse=True)
 
 
-def test_a_large_history_keeps_code_generation() -> None:
-    for rows in (10_000_000, None):
-        assert "spark.sql.codegen.factoryMode" not in spark.default_conf("local[2]",
-                                                                         expected_rows=rows)
+def test_a_large_or_unknown_history_keeps_code_generation() -> None:
+    for rows in (spark.INTERPRETED_MAX_ROWS + 1, 10_000_000, None):
+        conf = spark.default_conf("local[2]", expected_rows=rows)
+        assert "spark.sql.codegen.factoryMode" not in conf
+        assert "spark.sql.codegen.wholeStage" not in conf
+
+
+@pytest.mark.parametrize("rows", [0, 40_000, spark.INTERPRETED_MAX_ROWS])
+def test_a_small_history_is_analysed_with_its_expressions_interpreted(rows: int) -> None:
+    conf = spark.default_conf("local[2]", expected_rows=rows)
+    assert conf["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
+    assert conf["spark.sql.codegen.wholeStage"] == "false"
+
+
+def test_a_cluster_session_compiles_whatever_the_history() -> None:
+    conf = spark.default_conf("spark://host:7077", expected_rows=10)
+    assert "spark.sql.codegen.factoryMode" not in conf
+
+
+def test_a_users_conf_turns_code_generation_back_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller's settings are applied after warren's defaults (`get_session`)."""
+    seen: dict[str, str] = {}
+
+    class Builder:
+        def master(self, _m: str) -> Builder:
+            return self
+
+        def appName(self, _n: str) -> Builder:
+            return self
+
+        def config(self, key: str, value: str) -> Builder:
+            seen[key] = value
+            return self
+
+        def getOrCreate(self) -> object:
+            raise RuntimeError("built")
+
+    monkeypatch.setattr(spark.SparkSession, "builder", Builder())
+    with pytest.raises(RuntimeError, match="built"):
+        spark.get_session("local[2]", expected_rows=10,
+                          conf={"spark.sql.codegen.factoryMode": "FALLBACK"})
+    assert seen["spark.sql.codegen.factoryMode"] == "FALLBACK"
+    assert seen["spark.sql.codegen.wholeStage"] == "false"
 
 
 @pytest.mark.parametrize("rows", [10, 50_000, None, 10_000_000])
