@@ -4,9 +4,9 @@ The session logic is pure (`fifo.client`); something has to be the ``self()``
 whose pid the queue monitors, receive the ``ra_event``s and carry out the
 session's effects with `ra.api`. In RabbitMQ that is the channel; this process
 does the same job for one queue, so the queue can be driven and observed before
-the channel exists. Both run the session through `fifo.client_owner`. Whatever the session
-hands back for the channel -- confirms, deliveries, flow control -- goes to the
-owner as ``("queue_actions", session_pid, actions)``.
+the channel exists. Both run the session through `fifo.client_owner`. Whatever
+the session hands back for the channel -- confirms, deliveries, flow control --
+goes to the owner as ``("queue_actions", session_pid, actions)``.
 
 Requests are ``gen_server`` calls: ``("enqueue", correlation, msg)``,
 ``("checkout", tag, prefetch, meta)``, ``("settle" | "return" | "discard", tag,

@@ -67,7 +67,6 @@ class LogBase:
         """A ``bg_work`` write finished: adopt the snapshot or checkpoint; effects."""
         raise NotImplementedError
 
-
     # ---- queries --------------------------------------------------------------
 
     def last_written(self) -> IdxTerm:
