@@ -214,7 +214,6 @@ class LogBase:
         """An event only one storage knows (the disk log's ``segments``); else ignored."""
         return []
 
-
     def _handle_written(self, term: int, written_seq: ra_seq.Seq) -> None:
         # indexes at or below the snapshot are already covered by it
         written_seq = ra_seq.floor(self._first, written_seq)

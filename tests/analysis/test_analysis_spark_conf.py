@@ -47,6 +47,7 @@ def test_a_cluster_session_is_left_alone() -> None:
     assert "spark.driver.extraJavaOptions" not in conf
     assert "spark.driver.memory" not in conf
     assert conf["spark.sql.adaptive.enabled"] == "true"
+    assert "spark.sql.codegen.factoryMode" not in conf  # compiled, whatever the history
 
 
 @pytest.mark.parametrize("master", ["local[2]", "spark://host:7077"])
@@ -105,11 +106,6 @@ def test_a_small_history_is_analysed_with_its_expressions_interpreted(rows: int)
     conf = spark.default_conf("local[2]", expected_rows=rows)
     assert conf["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
     assert conf["spark.sql.codegen.wholeStage"] == "false"
-
-
-def test_a_cluster_session_compiles_whatever_the_history() -> None:
-    conf = spark.default_conf("spark://host:7077", expected_rows=10)
-    assert "spark.sql.codegen.factoryMode" not in conf
 
 
 def test_a_users_conf_turns_code_generation_back_on(monkeypatch: pytest.MonkeyPatch) -> None:
