@@ -5,20 +5,15 @@ the server shell's part for a `DiskLog` (hand writes to the WAL, feed events).""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
 import actors
-from actors import Node, gen_server
+from actors import gen_server
 from ra import segment_writer as ra_sw
 from ra import wal as ra_wal
 from ra.log_ets import LogEts
-from transports.faults import FaultRules
-from transports.memory import MemoryNetwork
-from transports.tick import TickConfig
 
 
 class CountingFsync:
@@ -30,14 +25,6 @@ class CountingFsync:
     def __call__(self, fd: int) -> None:
         self.calls += 1
         os.fdatasync(fd)
-
-
-@pytest.fixture
-def node() -> Iterator[Node]:
-    network = MemoryNetwork(TickConfig(net_ticktime=0.4, net_tickintensity=4), FaultRules(seed=1))
-    n = Node("ra_disk@127.0.0.1:1", transport=network.transport()).start()
-    yield n
-    n.stop()
 
 
 @dataclass

@@ -6,11 +6,9 @@ leader hints and resends what was not applied.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import pytest
 
 import actors
 from actors import Node
@@ -45,27 +43,6 @@ def make_cluster(n_nodes: int = 3) -> Cluster:
         with node.attached():
             assert ra_system.start()[0] == "ok"
     return Cluster(network, nodes, [(f"s{i}", nodes[i - 1].name) for i in range(1, 4)])
-
-
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    c = make_cluster()
-    try:
-        yield c
-    finally:
-        for node in c.nodes:
-            node.stop()
-
-
-@pytest.fixture
-def four() -> Iterator[Cluster]:
-    """Three members on ra1..ra3, and a fourth node for a joining member."""
-    c = make_cluster(4)
-    try:
-        yield c
-    finally:
-        for node in c.nodes:
-            node.stop()
 
 
 def wait_until(pred: Callable[[], Any], timeout_s: float = 10.0, what: str = "condition",

@@ -8,13 +8,10 @@ from tests.ra.ra_proc_support import (
     Cluster,
     PipelineClient,
     SeqMachine,
-    four,
     leader_of,
     overview,
     wait_until,
 )
-
-__all__ = ["four"]
 
 
 def test_add_then_remove_member_while_pipelining(four: Cluster) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ra_testlib import S1, S2, S3, entries, leader, server
 
 from ra import server as core
 from ra.apply import DeleteAndTerminate, apply_to
 from ra.machine import Machine
 from ra.types import AppendEntriesReply, usr
+from tests.ra.ra_testlib import S1, S2, S3, entries, leader, server
 
 
 class Recorder(Machine):

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ra_testlib import S1, S2, S3, cmd, entries, leader, of_tag, rpcs, server
-
 from ra import seq
 from ra import server as core
 from ra.sim import CounterMachine
 from ra.types import RA_CLUSTER, AppendEntriesReply, AppendEntriesRpc
+from tests.ra.ra_testlib import S1, S2, S3, cmd, entries, leader, of_tag, rpcs, server
 
 CALLER = ("client_pid", "tag")
 

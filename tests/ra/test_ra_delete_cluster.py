@@ -13,13 +13,9 @@ from tests.ra.ra_proc_support import (
     SERVER_CONFIG,
     Cluster,
     SeqMachine,
-    cluster,
     leader_of,
     wait_until,
 )
-
-__all__ = ["cluster"]
-
 
 WATCH = "state_watch"
 

@@ -8,7 +8,6 @@ import random
 from typing import Any
 
 import pytest
-from ra_disk_support import CountingFsync, Stack, drain_events, flush_to_wal, node, pump
 
 from actors import Node
 from ra import segment as ra_segment
@@ -19,8 +18,7 @@ from ra.log import CorruptLog
 from ra.log_ets import LogEts
 from ra.log_meta import LogMeta
 from ra.types import DUMMY_ENTRY
-
-__all__ = ["node"]
+from tests.ra.ra_disk_support import CountingFsync, Stack, drain_events, flush_to_wal, pump
 
 UID = "U1"
 CLUSTER = {("s1", "n1"): {}}

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ra_testlib import entries, entry
 
 from ra import seq as ra_seq
 from ra.disk_log import DiskLog, run_bg_work
 from ra.log import MemoryLog, WalDown
 from ra.types import DUMMY_ENTRY, Entry
+from tests.ra.ra_testlib import entries, entry
 
 CLUSTER = {("s1", "n1"): {}, ("s2", "n2"): {}}
 MakeLog = Callable[..., Any]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from ra_testlib import MEMBERS, S1, S2, S3, entries, leader, of_tag, server
 
 from ra import server as core
 from ra.types import (
@@ -15,6 +14,7 @@ from ra.types import (
     RequestVoteResult,
     RequestVoteRpc,
 )
+from tests.ra.ra_testlib import MEMBERS, S1, S2, S3, entries, leader, of_tag, server
 
 
 def pre_vote(term: int, token: object = 1, cand: object = S2, last: tuple[int, int] = (0, 0),

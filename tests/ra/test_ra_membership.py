@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ra_testlib import S1, S2, S3, entries, entry, leader, rpcs, server
-
 from ra import server as core
 from ra.types import AppendEntriesReply, AppendEntriesRpc, RequestVoteRpc
+from tests.ra.ra_testlib import S1, S2, S3, entries, entry, leader, rpcs, server
 
 S4 = ("s4", "n4")
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pickle
 
-from ra_testlib import S1, S2, S3, entries, leader, rpcs, server
-
 from ra import replication
 from ra import server as core
 from ra.packed import PackedEntries
 from ra.types import AppendEntriesRpc
+from tests.ra.ra_testlib import S1, S2, S3, entries, leader, rpcs, server
 
 
 def test_a_packed_run_is_its_tuple_and_pickles_its_entries_once() -> None:

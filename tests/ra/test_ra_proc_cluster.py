@@ -10,13 +10,10 @@ from tests.ra.ra_proc_support import (
     Cluster,
     PipelineClient,
     SeqMachine,
-    cluster,
     leader_of,
     overview,
     wait_until,
 )
-
-__all__ = ["cluster"]
 
 
 def start(c: Cluster, machine: object | None = None) -> tuple[str, str]:

@@ -20,13 +20,10 @@ from ra.types import USR
 from tests.ra.ra_proc_support import (
     SERVER_CONFIG,
     Cluster,
-    cluster,
     leader_of,
     overview,
     wait_until,
 )
-
-__all__ = ["cluster"]
 
 
 class Journal(Machine):

@@ -8,13 +8,10 @@ from tests.ra.ra_proc_support import (
     SERVER_CONFIG,
     Cluster,
     SeqMachine,
-    four,
     leader_of,
     overview,
     wait_until,
 )
-
-__all__ = ["four"]
 
 
 def test_local_send_msg_is_executed_by_the_replica_on_the_targets_node(four: Cluster) -> None:

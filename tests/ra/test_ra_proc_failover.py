@@ -9,13 +9,10 @@ from tests.ra.ra_proc_support import (
     Cluster,
     PipelineClient,
     SeqMachine,
-    cluster,
     leader_of,
     overview,
     wait_until,
 )
-
-__all__ = ["cluster"]
 
 
 def test_leader_node_lost_while_pipelining_nothing_lost_nothing_doubled(cluster: Cluster) -> None:

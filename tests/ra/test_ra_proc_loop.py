@@ -21,9 +21,6 @@ from actors import Node
 from ra.proc import RaServerProc
 from ra.proc_effects import send_applied_notifications
 from ra.statem import CAST
-from tests.ra.ra_disk_support import node
-
-__all__ = ["node"]
 
 
 class _Stop(Exception):

@@ -18,13 +18,10 @@ from tests.ra.ra_proc_support import (
     SERVER_CONFIG,
     Cluster,
     SeqMachine,
-    four,
     leader_of,
     overview,
     wait_until,
 )
-
-__all__ = ["four"]
 
 
 def collect(report_to: Any, n: int) -> None:

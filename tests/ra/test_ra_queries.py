@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ra_testlib import S1, S2, S3, entries, leader
-
 from ra import server as core
 from ra.types import HeartbeatReply, HeartbeatRpc
+from tests.ra.ra_testlib import S1, S2, S3, entries, leader
 
 
 def double(state: int) -> int:

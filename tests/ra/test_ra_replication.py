@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ra_testlib import S1, S2, S3, casts, entries, entry, leader, of_tag, rpcs, server
-
 from ra import server as core
 from ra.types import AppendEntriesReply, AppendEntriesRpc
+from tests.ra.ra_testlib import S1, S2, S3, casts, entries, entry, leader, of_tag, rpcs, server
 
 
 def aer(term: int, prev: tuple[int, int], ents: list[tuple[int, int, object]] | None = None,

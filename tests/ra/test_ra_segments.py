@@ -6,15 +6,13 @@ import os
 from typing import Any
 
 import pytest
-from ra_disk_support import Stack, node
 
 import actors
 from actors import Node, gen_server
 from ra import segment as ra_segment
 from ra import segment_writer as ra_sw
 from ra import wal as ra_wal
-
-__all__ = ["node"]
+from tests.ra.ra_disk_support import Stack
 
 UID = "U1"
 

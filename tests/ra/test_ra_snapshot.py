@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from ra_testlib import S1, S2, S3, entries, leader, of_tag, server
 
 from ra import release_cursor
 from ra import server as core
@@ -22,6 +21,7 @@ from ra.types import (
     InstallSnapshotRpc,
     RequestVoteRpc,
 )
+from tests.ra.ra_testlib import S1, S2, S3, entries, leader, of_tag, server
 
 CLUSTER = {S1: {}, S2: {}, S3: {}}
 

@@ -11,13 +11,10 @@ from tests.ra.ra_proc_support import (
     SERVER_CONFIG,
     Cluster,
     SeqMachine,
-    cluster,
     leader_of,
     overview,
     wait_until,
 )
-
-__all__ = ["cluster"]
 
 
 def start(c: Cluster) -> None:

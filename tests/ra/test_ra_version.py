@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ra_testlib import MEMBERS, S1, S2, S3, leader, of_tag, rpcs, server
 
 from ra import server as core
 from ra import versioning
@@ -20,6 +19,7 @@ from ra.log import MemoryLog
 from ra.machine import Machine
 from ra.state import init
 from ra.types import AppendEntriesRpc, InfoReply, InfoRpc, usr
+from tests.ra.ra_testlib import MEMBERS, S1, S2, S3, leader, of_tag, rpcs, server
 
 # ---------------------------------------------------------------------------
 # a machine whose code supports versions 1 .. latest

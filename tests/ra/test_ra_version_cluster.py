@@ -16,14 +16,11 @@ from ra import api
 from tests.ra.ra_proc_support import (
     SERVER_CONFIG,
     Cluster,
-    cluster,
     leader_of,
     overview,
     wait_until,
 )
 from tests.ra.test_ra_version import VersionedMachine
-
-__all__ = ["cluster"]
 
 
 def put(ids: list[Any], value: Any) -> Any:

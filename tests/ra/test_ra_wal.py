@@ -7,15 +7,13 @@ import os
 from typing import Any
 
 import pytest
-from ra_disk_support import Stack, node, relay
 
 import actors
 from actors import Node, gen_server, trace
 from ra import wal as ra_wal
 from ra import wal_file
 from ra.log import WalDown
-
-__all__ = ["node"]
+from tests.ra.ra_disk_support import Stack, relay
 
 UID = "U1"
 
