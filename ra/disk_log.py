@@ -48,7 +48,6 @@ from ra.log import (
     DEFAULT_MIN_CHECKPOINT_INTERVAL,
     DEFAULT_MIN_SNAPSHOT_INTERVAL,
     CorruptLog,
-    WalDown,
 )
 from ra.log_base import CHECKPOINT, SNAPSHOT, LogBase, Snapshot
 from ra.log_base import idxterm as _idxterm
@@ -320,10 +319,7 @@ class DiskLog(LogBase):
 
     def append(self, entry: Entry) -> None:
         idx = entry[0]
-        if idx != self._last + 1:
-            raise ValueError(f"append of {idx} but next index is {self._last + 1}")
-        if not self.wal_up:
-            raise WalDown()
+        self._check_append(idx)
         self._mem[idx] = entry
         self._last = idx
         self._pending = ra_seq.append(idx, self._pending)
@@ -332,13 +328,7 @@ class DiskLog(LogBase):
     def write(self, entries: list[Entry]) -> None:
         if not entries:
             return
-        first = entries[0][0]
-        if first > self.next_index() or first < max(1, self._first):
-            raise ValueError(f"write at {first} leaves a gap (next {self.next_index()})")
-        if not self.wal_up:
-            raise WalDown()
-        if first < self.next_index():
-            self._truncate_after(first - 1)
+        self._make_room(entries[0][0])
         pending = self._pending
         for entry in entries:
             idx = entry[0]

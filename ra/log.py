@@ -36,10 +36,6 @@ class CorruptLog(ValueError):
     """The log does not start right after the snapshot (``corrupt_log``)."""
 
 
-class WalDown(Exception):
-    """The WAL is not running: the write was not accepted (``wal_down``)."""
-
-
 class MemoryLog(LogBase):
     """Log entries held in a list; ``_entries[0]`` has index ``_first``.
 
@@ -135,10 +131,7 @@ class MemoryLog(LogBase):
     def append(self, entry: Entry) -> None:
         """Leader append of one entry, which must be ``last + 1``."""
         idx = entry[0]
-        if idx != self.next_index():
-            raise ValueError(f"append of {idx} but next index is {self.next_index()}")
-        if not self.wal_up:
-            raise WalDown()
+        self._check_append(idx)
         self._entries.append(entry)
         self._pending = ra_seq.append(idx, self._pending)
         self._wal_out.append([entry])
@@ -148,13 +141,7 @@ class MemoryLog(LogBase):
         overwrites the conflicting suffix."""
         if not entries:
             return
-        first = entries[0][0]
-        if first > self.next_index() or first < max(1, self._first):
-            raise ValueError(f"write at {first} leaves a gap (next {self.next_index()})")
-        if not self.wal_up:
-            raise WalDown()
-        if first < self.next_index():
-            self._truncate_after(first - 1)
+        self._make_room(entries[0][0])
         for entry in entries:
             self._entries.append(entry)
             self._pending = ra_seq.append(entry[0], self._pending)

@@ -11,9 +11,10 @@ logs' contract identical (tests/ra/test_ra_disk_log_contract.py runs it on both)
 
 A subclass provides ``_first``, ``_last_written``, ``_pending``, ``_wal_out``,
 ``_snapshot``, ``_checkpoints``, ``_pending_snapshot``, ``wal_up`` and the
-storage-specific ``next_index``, ``fetch_term``, ``fold`` and ``_snapshot_written``.
-`handle_event` (the ``ra_log_event`` bodies) is shared too; an event only one storage
-knows goes to its ``_handle_storage_event``.
+storage-specific ``next_index``, ``fetch_term``, ``fold``, ``_truncate_after`` and
+``_snapshot_written``. `handle_event` (the ``ra_log_event`` bodies) is shared too; an
+event only one storage knows goes to its ``_handle_storage_event``. So are the checks
+before an append or a follower's write, and ``WalDown``, which they raise.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ CHECKPOINT = "checkpoint"
 
 #: ``(meta, machine_state)``; meta is ``#{index, term, cluster, machine_version}``.
 Snapshot = tuple[dict[str, Any], Any]
+
+
+class WalDown(Exception):
+    """The WAL is not running: the write was not accepted (``wal_down``)."""
 
 
 def idxterm(snap: Snapshot) -> IdxTerm:
@@ -125,6 +130,26 @@ class LogBase:
 
     def can_write(self) -> bool:
         return self.wal_up
+
+    def _check_append(self, idx: int) -> None:
+        """A leader appends exactly the next index, and only while the WAL runs."""
+        if idx != self.next_index():
+            raise ValueError(f"append of {idx} but next index is {self.next_index()}")
+        if not self.wal_up:
+            raise WalDown()
+
+    def _make_room(self, first: int) -> None:
+        """Check a follower write starting at `first` (no gap after the log's end, nothing
+        below its start, the WAL running) and drop the suffix it overwrites."""
+        if first > self.next_index() or first < max(1, self._first):
+            raise ValueError(f"write at {first} leaves a gap (next {self.next_index()})")
+        if not self.wal_up:
+            raise WalDown()
+        if first < self.next_index():
+            self._truncate_after(first - 1)
+
+    def _truncate_after(self, idx: int) -> None:
+        raise NotImplementedError
 
     def pending(self) -> ra_seq.Seq:
         return list(self._pending)

@@ -26,7 +26,7 @@ from typing import Any
 from ra import consistent_queries, deletion, versioning
 from ra import machine as ra_machine
 from ra.apply import DeleteAndTerminate, apply_to
-from ra.log import WalDown
+from ra.log_base import WalDown
 from ra.release_cursor import maybe_emit_pending_release_cursor
 from ra.replication import (
     append_entries_reply,

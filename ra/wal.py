@@ -52,7 +52,7 @@ from actors.pid import Pid, ProcessExit, Ref
 from actors.process import Process
 from ra import seq as ra_seq
 from ra import wal_file
-from ra.log import WalDown
+from ra.log_base import WalDown
 from ra.log_ets import LogEts
 from ra.packed import own_batch
 from ra.segment_writer import SEGMENT_WRITER_NAME

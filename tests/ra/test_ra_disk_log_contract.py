@@ -15,7 +15,8 @@ import pytest
 
 from ra import seq as ra_seq
 from ra.disk_log import DiskLog, run_bg_work
-from ra.log import MemoryLog, WalDown
+from ra.log import MemoryLog
+from ra.log_base import WalDown
 from ra.types import DUMMY_ENTRY, Entry
 from tests.ra.ra_testlib import entries, entry
 

@@ -12,7 +12,7 @@ import actors
 from actors import Node, gen_server, trace
 from ra import wal as ra_wal
 from ra import wal_file
-from ra.log import WalDown
+from ra.log_base import WalDown
 from tests.ra.ra_disk_support import Stack, relay
 
 UID = "U1"
