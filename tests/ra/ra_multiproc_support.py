@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from actors import Node
 from ra import api
 from ra import system as ra_system
 from ra.machine import Machine
+from tests.ra.ra_proc_support import FailoverClient
 from tests.ra.ra_proc_support import wait_until as proc_wait_until
 from transports.tick import TickConfig
 from transports.zmq import ZmqTransport
@@ -203,7 +203,7 @@ def caught_up(sids: list[ServerId]) -> bool:
     return len(applied) == 1
 
 
-class Publisher:
+class Publisher(FailoverClient):
     """Pipelines ``("put", seq)`` with correlation `seq` and counts every send.
 
     It follows ``not_leader`` hints; after a silence it resends what is still
@@ -211,6 +211,10 @@ class Publisher:
     `sends[seq]` says how often `seq` went out, which bounds how often a
     correct Ra may apply it.
     """
+
+    #: the members are OS processes: more time, and a longer silence before a resend
+    DRAIN_TIMEOUT_S = 30.0
+    SILENCE_MS = 600
 
     def __init__(self, servers: list[ServerId], target: ServerId) -> None:
         self.servers = list(servers)
@@ -242,19 +246,9 @@ class Publisher:
         if msg is not actors.TIMEOUT:
             self.handle(msg)
 
-    def drain(self, timeout_s: float = 30.0, silence_ms: int = 600) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self.pending:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{len(self.pending)} commands never applied")
-            msg = actors.receive(silence_ms)
-            if msg is actors.TIMEOUT:
-                pos = self.servers.index(self.target) if self.target in self.servers else -1
-                self.target = self.servers[(pos + 1) % len(self.servers)]
-                for seq in sorted(self.pending):
-                    self.send(seq)
-                continue
-            self.handle(msg)
+    def resend_all(self) -> None:
+        for seq in sorted(self.pending):
+            self.send(seq)
 
 
 def check_ledger(state: tuple[tuple[int, int], ...], pub: Publisher) -> None:

@@ -1,6 +1,6 @@
-"""Shared pieces of the Ra process tests: a three-node cluster fixture on the
-in-memory network, test machines, and a pipelining client that follows
-leader hints and resends what was not applied.
+"""Shared pieces of the Ra process tests: a cluster of nodes on the in-memory
+network (the fixtures are in conftest.py), test machines, and a pipelining client
+that follows leader hints and resends what was not applied.
 """
 
 from __future__ import annotations
@@ -94,7 +94,46 @@ class SeqMachine(Machine):
         return (state, reply)
 
 
-class PipelineClient:
+class FailoverClient:
+    """What the test clients share: a client pipelines commands to the server it
+    believes leads, and after a silence it tries the next server with everything
+    still pending, as a publisher survives a leader failure without loss.
+
+    A subclass keeps `pending` (the correlations not yet applied) and provides
+    `handle` (one ``ra_event``) and `resend_all`.
+    """
+
+    servers: list[tuple[str, str]]
+    target: tuple[str, str]
+    pending: dict[int, bool] | set[int]
+    #: default wait for `drain`, and the silence after which the next server is tried
+    DRAIN_TIMEOUT_S = 20.0
+    SILENCE_MS = 300
+
+    def handle(self, msg: Any) -> None:
+        raise NotImplementedError
+
+    def resend_all(self) -> None:
+        raise NotImplementedError
+
+    def drain(self, timeout_s: float | None = None, silence_ms: int | None = None) -> None:
+        """Receive until nothing is pending; on silence, try the next server."""
+        timeout_s = self.DRAIN_TIMEOUT_S if timeout_s is None else timeout_s
+        silence_ms = self.SILENCE_MS if silence_ms is None else silence_ms
+        deadline = time.monotonic() + timeout_s
+        while self.pending:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(self.pending)} commands never applied")
+            msg = actors.receive(silence_ms)
+            if msg is actors.TIMEOUT:
+                pos = self.servers.index(self.target) if self.target in self.servers else -1
+                self.target = self.servers[(pos + 1) % len(self.servers)]
+                self.resend_all()
+                continue
+            self.handle(msg)
+
+
+class PipelineClient(FailoverClient):
     """Pipelines ``("push", seq)`` commands with correlation `seq`.
 
     It keeps every unapplied seq, follows ``not_leader`` hints, and after a
@@ -132,17 +171,3 @@ class PipelineClient:
                     self.target = hint
                 if corr in self.pending:
                     api.pipeline_command(self.target, ("push", corr), corr)
-
-    def drain(self, timeout_s: float = 20.0, silence_ms: int = 300) -> None:
-        """Receive until nothing is pending; on silence, try the next server."""
-        deadline = time.monotonic() + timeout_s
-        while self.pending:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{len(self.pending)} commands never applied")
-            msg = actors.receive(silence_ms)
-            if msg is actors.TIMEOUT:
-                pos = self.servers.index(self.target) if self.target in self.servers else -1
-                self.target = self.servers[(pos + 1) % len(self.servers)]
-                self.resend_all()
-                continue
-            self.handle(msg)
