@@ -21,6 +21,7 @@ from typing import Any
 
 from ra import seq as ra_seq
 from ra.log_base import CHECKPOINT, LogBase, Snapshot
+from ra.log_base import WalDown as WalDown  # re-exported: the logs' own exception
 from ra.packed import own_batch
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
