@@ -68,7 +68,7 @@ class History:
         from it before swapping the cached data in, and the cache stored the rows in
         compressed columns that every reader decoded. Cold, alternated, on one machine:
         10M events 114.8 / 118.2 / 140.1 s against 138.7 / 137.9 / 150.7 s, 50k events
-        43.0 / 42.3 s against 48.2 / 49.2 s (docs/analysis.md)."""
+        43.0 / 42.3 s against 48.2 / 49.2 s (docs/analysis-performance.md)."""
         with self._derived_lock:
             if name in self.derived:
                 return self.derived[name]

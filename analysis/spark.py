@@ -88,7 +88,7 @@ INTERPRETED_CONF = {
 #: cost more than they save on a few thousand rows, and so does compiling each query's
 #: expressions: they are interpreted instead (`INTERPRETED_CONF`), and the replica
 #: summary and local-delivery check of a 40-message history ran 4 Janino compiles
-#: instead of 190 (docs/analysis.md). Every broadcast hash table takes at least one
+#: instead of 190 (docs/analysis-performance.md). Every broadcast hash table takes at least one
 #: memory page, and Spark sizes pages from the heap (32 MB at 3g on 2 cores, about half
 #: as much per halving): a few rows then hold a page each until the driver's garbage
 #: collector lets Spark clean the broadcast, so pages of 1 MB keep such a JVM within 1g.

@@ -32,7 +32,7 @@ Human lines first; the last line printed is one JSON object.
 Measured (`--sizes N --reference-max 0`, same machine and hour): 50k events 59.4 s cold,
 1M 78.1 s, 10M 197.9 s, peak RSS 2.6-2.7 GB. One check at a time with the JVM's default
 JIT, as before `--workers` and the quick JIT for small histories, the same histories
-took 80.6, 100.1 and 205.1 s (docs/analysis.md). ``--workers N`` sets the checks run at
+took 80.6, 100.1 and 205.1 s (docs/analysis-performance.md). ``--workers N`` sets the checks run at
 once, as `warren analyze --workers`. A class archive built with `warren spark-archive`
 is mapped when present, as by `warren analyze`; the JSON's ``jvm_archive`` says whether,
 and ``WARREN_SPARK_CDS=0`` measures without it. The JVM's CPU is printed by thread kind
@@ -59,7 +59,7 @@ JVM each on the same 10M history: shuffle compression off 62.8 s against 61.9 s;
 young generation as large as the old (`-XX:NewRatio=1`) 55.8 / 60.7 / 62.3 s against
 61.9 / 58.0 / 61.4 s. A later day, same machine and code, with the class archive:
 50k events 15.1 s, 10M 53.5 s (checks 50.6), peak RSS 2.2 GB, JVM CPU 97.6 s (tasks
-52.0, JIT 27.1); see docs/analysis.md. With the per-index summary read and shuffled
+52.0, JIT 27.1); see docs/analysis-performance.md. With the per-index summary read and shuffled
 once (the form `common.block_summary` later replaced), on a slower hour: 50k events 16.7 s,
 10M 62.8 s (checks 59.1), JVM CPU 113.5 s; the checks alone on the stored 10M history,
 alternated with the code before it: 60.3 / 54.8 / 54.4 s against 65.2 / 55.8 / 59.3 s.
@@ -90,7 +90,7 @@ With Spark's generated classes reaching the optimising compiler sooner, `total_q
 fixed-width summary per message and apply order sorted by a hash, on a slower hour:
 50k events 17.0 s (15.3-15.5 s later), 10M 49.3 s (checks 45.9), peak RSS 2.0 GB, JVM
 CPU 88.8 s (tasks 43.3, JIT 24.4); the checks alone alternated with the code before,
-see docs/analysis.md. The same code on a quieter hour: 50k events 13.3 s, 10M 44.0 s
+see docs/analysis-performance.md. The same code on a quieter hour: 50k events 13.3 s, 10M 44.0 s
 (checks 41.1), peak RSS 2.07 GB, JVM CPU 79.3 s (tasks 39.6, JIT 21.8); warm, in one
 session, the checks still take 34 s. Three cold runs each (``--repeat 3``) on a slower
 day: 50k events 13.83-13.91 s, 10M 48.28 / 48.36 / 49.04 s (the median run: checks
