@@ -29,79 +29,14 @@ the median run (``spark_cold_runs_s`` lists them all): on two shared cores one c
 of the same code can be several seconds off the next.
 Human lines first; the last line printed is one JSON object.
 
-Measured (`--sizes N --reference-max 0`, same machine and hour): 50k events 59.4 s cold,
-1M 78.1 s, 10M 197.9 s, peak RSS 2.6-2.7 GB. One check at a time with the JVM's default
-JIT, as before `--workers` and the quick JIT for small histories, the same histories
-took 80.6, 100.1 and 205.1 s (docs/analysis-performance.md). ``--workers N`` sets the checks run at
-once, as `warren analyze --workers`. A class archive built with `warren spark-archive`
-is mapped when present, as by `warren analyze`; the JSON's ``jvm_archive`` says whether,
-and ``WARREN_SPARK_CDS=0`` measures without it. The JVM's CPU is printed by thread kind
-(Spark's tasks, the JIT compilers, GC, the rest), read from /proc before the session
-stops; at 10M events the JIT compilers used 161 s of its 480 s. The open target is 10M
-events in 30 s.
+``--workers N`` sets the checks run at once, as `warren analyze --workers`. A class
+archive built with `warren spark-archive` is mapped when present, as by `warren
+analyze`; the JSON's ``jvm_archive`` says whether, and ``WARREN_SPARK_CDS=0`` measures
+without it. The JVM's CPU is printed by thread kind (Spark's tasks, the JIT compilers,
+GC, the rest), read from /proc before the session stops.
 
-On a faster 2-core machine (`--sizes 50000,10000000 --reference-max 0`): 50k events
-18.8 s cold, 10M 71.3 s (session 3.5, load 2.0, checks 65.9), peak RSS 2.7 GB; the
-JVM used 133 s of CPU at 10M: Spark's tasks 66.5, the JIT compilers 42.6, GC 6.8, other
-threads 17.6. With the client compiler only at 10M: 78.2 s, the JIT down to 2.7 s but
-the tasks up to 110 s, so large histories keep HotSpot's default. The optimising
-compiler alone (`-XX:-TieredCompilation`): 75.9 s; whole-stage code generation off:
-84.4 s (tasks 84.3 s). Two cores give 142 s of CPU in 71 s: the target needs the JVM's
-work at 10M more than halved. With the `settled` rows of schema 1.2 (a message now
-makes about 21.3 events, not 17.4) and the replica form of the duplicate check, same
-machine: 50k events 19.2 s, 10M 72.4 s (checks 66.6), JVM CPU 135.6 s (tasks 61.8,
-JIT 45.5). Then with a later hand-over to the optimising compiler and the parallel
-collector (`analysis.spark.LARGE_JIT_OPTIONS`, `GC_OPTIONS`; the 50k run, with its
-quick JIT, still had G1): 50k events 20.2 s, 10M 64.0 s (session 3.2, load 1.9,
-checks 58.9), peak RSS 2.4 GB, JVM CPU 115.6 s (tasks 62.6, JIT 29.8, GC 4.0, other
-19.1). Tried with them and not kept, one
-JVM each on the same 10M history: shuffle compression off 62.8 s against 61.9 s; a
-young generation as large as the old (`-XX:NewRatio=1`) 55.8 / 60.7 / 62.3 s against
-61.9 / 58.0 / 61.4 s. A later day, same machine and code, with the class archive:
-50k events 15.1 s, 10M 53.5 s (checks 50.6), peak RSS 2.2 GB, JVM CPU 97.6 s (tasks
-52.0, JIT 27.1); see docs/analysis-performance.md. With the per-index summary read and shuffled
-once (the form `common.block_summary` later replaced), on a slower hour: 50k events 16.7 s,
-10M 62.8 s (checks 59.1), JVM CPU 113.5 s; the checks alone on the stored 10M history,
-alternated with the code before it: 60.3 / 54.8 / 54.4 s against 65.2 / 55.8 / 59.3 s.
-Then with the dead-letter and emptiness checks reading cached frames instead of the
-replica rows: 52.2 / 53.6 / 50.6 s against 56.4 / 54.1 / 53.0 s.
-Tried and not kept there: Spark's file splits at 5 MB, so that the three replica
-files make nine tasks instead of three on two cores (checks 61.7 / 57.7 s against
-52.7 / 56.8 s: more tasks, more CPU); Java 25 with an AOT cache of a training run
-(classes and method profiles, JEP 483 and 515): 53.2 / 57.2 s cold against 62.0 /
-61.2 s for Java 25 without it, as fast as Java 17 with the class archive, the JIT
-still 26-27 s of CPU. With the replica log summarised per block of 64 indexes and each
-message's log positions from one aggregation (`common.block_summary`,
-`common.message_positions`; docs/analysis.md): 50k events 17.5 s, 10M 55.2 s (session
-2.8, load 2.0, checks 50.4), peak RSS 2.5 GB, JVM CPU 98.5 s (tasks 48.1, JIT 28.5);
-the checks alone on the stored 10M history, a median of 49.4 s over nine runs against
-52.6 s over seven of the code before, run between them. Tried and not kept there:
-C2 inlining cut (`-XX:InlineSmallCode=1000 -XX:MaxInlineLevel=9`): the JIT 24 s of CPU
-against 28-29 s, the checks 48.8 / 55.7 s against 51.7 / 50.9 s; HotSpot compiling
-methods above its huge-method limit: 59.8 / 51.9 s against 53.8 / 51.1 s. With the
-optimising compiler kept off Janino, serialisation and class loading
-(`analysis.spark.JIT_DIRECTIVES`), channel FIFO reading the cached per-message frame
-and no replica scan for holes in a run without kills: 50k events 14.6 s, 10M 50.6 s
-(session 1.9, load 1.5, checks 47.2), peak RSS 2.0 GB, JVM CPU 89.9 s (tasks 46.9,
-JIT 22.8); the checks alone on the stored 10M history 42.2-44.8 s against 47.0-52.9 s
-for the code before (four alternated pairs). With `local_delivery` reading the cached
-deliveries too: 50k events 13.4 / 13.4 s, 10M 45.7 / 47.2 s (checks 42.9 / 44.1).
-With Spark's generated classes reaching the optimising compiler sooner, `total_queue`'s
-fixed-width summary per message and apply order sorted by a hash, on a slower hour:
-50k events 17.0 s (15.3-15.5 s later), 10M 49.3 s (checks 45.9), peak RSS 2.0 GB, JVM
-CPU 88.8 s (tasks 43.3, JIT 24.4); the checks alone alternated with the code before,
-see docs/analysis-performance.md. The same code on a quieter hour: 50k events 13.3 s, 10M 44.0 s
-(checks 41.1), peak RSS 2.07 GB, JVM CPU 79.3 s (tasks 39.6, JIT 21.8); warm, in one
-session, the checks still take 34 s. Three cold runs each (``--repeat 3``) on a slower
-day: 50k events 13.83-13.91 s, 10M 48.28 / 48.36 / 49.04 s (the median run: checks
-45.3, JVM CPU 87.5 s, tasks 41.9, JIT 24.6), peak RSS 2.19 GB. With the derived frames
-computed at once into Spark's block store (`History.cached`), on a slower machine (where
-the code before took 127-150 s at 10M): 50k events 38.35-39.14 s, 10M 120.7 / 121.4 /
-114.3 s (the median run: checks 110.9, JVM CPU 212.9 s, tasks 100.9, JIT 56.3), peak
-RSS 2.55 GB. On that slower machine, with histories up to 60,000 rows analysed with
-interpreted expressions (`analysis.spark.INTERPRETED_MAX_ROWS`): 50k events 36.67 s
-(checks 31.12 s; the JIT compilers 5.6 s of CPU against about 10 s before), 10M 128.85 s
-(checks 119.21 s, JVM CPU 226.6 s: tasks 108.4, JIT 58.9), peak RSS 2.58 GB.
+The figures this script measured, change by change, are in docs/analysis-performance.md
+(its last section is this script's own log). The open target is 10M events in 30 s.
 """
 
 from __future__ import annotations
