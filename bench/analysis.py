@@ -15,6 +15,14 @@ and message ids move to the copy's range, so copies share nothing. The merged ta
 are written in compaction's layout (`analysis.compact`), so the loader reads them like
 a recorded run.
 
+Each history also gets a floor, measured in the same run: a cold session configured the
+same way, the same load, and then only the two aggregations that any implementation of
+the checks has to do (`floor_queries`: the replicas' applied commands grouped by log
+index, the client operations grouped by message). The checks do those and much more, so
+no cold analysis of that history can take less than the floor on that machine. A time
+target below the floor cannot be met there. The bench prints the analysis' cold time as
+a multiple of the floor (``floor_ratio`` in the JSON). ``--no-floor`` skips it.
+
 Each measurement runs in its own child process so the JVM is cold and the peak RSS is
 that of one process tree (Python driver, Spark JVM and its Python workers), sampled
 from /proc every 50 ms. The reference checker holds every row as a Python dict (about
@@ -22,9 +30,9 @@ from /proc every 50 ms. The reference checker holds every row as a Python dict (
 
 Usage: ``python bench/analysis.py [--sizes 1000000,10000000] [--master local[2]]
 [--driver-memory SIZE] [--workers N] [--repeat N] [--reference-max 2000000]
-[--keep DIR]``. Without ``--driver-memory`` the session gets what `warren analyze` gets
-(`analysis.spark`: ``WARREN_SPARK_DRIVER_MEMORY``, else 2g), so the figures are a
-user's. ``--repeat N`` runs the cold Spark measurement N times per history and reports
+[--keep DIR] [--no-floor]``. Without ``--driver-memory`` the session gets what `warren
+analyze` gets (`analysis.spark`: ``WARREN_SPARK_DRIVER_MEMORY``, else 2g), so the figures
+are a user's. ``--repeat N`` runs the cold Spark measurement N times per history and reports
 the median run (``spark_cold_runs_s`` lists them all): on two shared cores one cold run
 of the same code can be several seconds off the next.
 Human lines first; the last line printed is one JSON object.
@@ -259,18 +267,25 @@ def jvm_cpu_split(pid: int) -> dict[str, float] | None:
     return {k: round(v, 1) for k, v in split.items()}
 
 
+def cold_session(run_dir: Path, master: str, driver_memory: str | None, tmp: Path) -> Any:
+    """A new SparkSession configured as `warren analyze` configures it."""
+    from analysis import load
+    from analysis.spark import get_session
+
+    conf = {"spark.driver.memory": driver_memory} if driver_memory else {}
+    # as `warren analyze`: the footers' row count picks the driver JVM's JIT mode
+    return get_session(master, conf=conf, local_dir=str(tmp), log_level="ERROR",
+                       expected_rows=load.history_rows(run_dir / "history"))
+
+
 def child_spark(run_dir: Path, master: str, driver_memory: str | None, tmp: Path,
                 workers: int | None = None) -> dict[str, Any]:
     """Cold SparkSession, load, every check as the runner runs them."""
     from analysis import jvm_archive, load, model, runner
-    from analysis.spark import get_session
 
     t0 = time.perf_counter()
     archive = jvm_archive.java_options() is not None
-    conf = {"spark.driver.memory": driver_memory} if driver_memory else {}
-    # as `warren analyze`: the footers' row count picks the driver JVM's JIT mode
-    spark = get_session(master, conf=conf, local_dir=str(tmp), log_level="ERROR",
-                        expected_rows=load.history_rows(run_dir / "history"))
+    spark = cold_session(run_dir, master, driver_memory, tmp)
     t1 = time.perf_counter()
     h = load.load(spark, run_dir)
     t2 = time.perf_counter()
@@ -285,6 +300,68 @@ def child_spark(run_dir: Path, master: str, driver_memory: str | None, tmp: Path
             "checks_s": round(t3 - t2, 2), "spark_cold_s": round(t3 - t0, 2),
             "per_check_s": result.timings_s, "verdicts": verdicts,
             "valid": result.valid, "jvm_archive": archive, "jvm_cpu_s": jvm_cpu}
+
+
+def floor_queries(h: Any) -> list[Any]:
+    """The two aggregations no implementation of the checks can do without, in their
+    cheapest form, as one-row frames. Replica determinism must compare every member's
+    applied commands index by index: here each member's rows fold per block of
+    `LOG_BLOCK` indexes into a count and an XOR of hashes before the one shuffle (the
+    form `common.block_summary` uses, without its other sums), and the members' blocks
+    are compared after it. The total-queue check must count what happened to every
+    message: here one hash aggregation of the client operations by `msg_id`. Each reads
+    its columns once and shuffles once; the checks do these and much more."""
+    from pyspark.sql import functions as F
+
+    from analysis.checks.common import log_block
+
+    def n(cond: Any) -> Any:
+        return F.sum(F.when(cond, 1).otherwise(0))
+
+    applied = h["replica_events"].where(F.col("kind") == "applied")
+    per_block = (applied
+                 .groupBy("queue", "server", log_block(F.col("raft_index")).alias("block"))
+                 .agg(F.count("*").alias("rows"),
+                      F.bit_xor(F.xxhash64("raft_index", "cmd_digest", "state_digest"))
+                      .alias("digest"))
+                 .groupBy("queue", "block")
+                 .agg(F.min("rows").alias("r_lo"), F.max("rows").alias("r_hi"),
+                      F.min("digest").alias("d_lo"), F.max("digest").alias("d_hi"))
+                 .agg(F.count("*").alias("blocks"),
+                      n((F.col("r_lo") != F.col("r_hi")) | (F.col("d_lo") != F.col("d_hi")))
+                      .alias("diverged")))
+    kind = F.col("kind")
+    per_msg = (h["client_ops"].where(F.col("msg_id").isNotNull()).groupBy("msg_id")
+               .agg(n(kind == "publish").alias("pub"), n(kind == "confirm").alias("conf"),
+                    n(kind == "deliver").alias("dlv"),
+                    n(kind.isin("ack", "nack", "reject")).alias("settle"))
+               .agg(F.count("*").alias("messages"),
+                    n((F.col("conf") > 0) & (F.col("dlv") == 0)).alias("undelivered")))
+    return [per_block, per_msg]
+
+
+def child_floor(run_dir: Path, master: str, driver_memory: str | None,
+                tmp: Path) -> dict[str, Any]:
+    """Cold SparkSession, load, and only `floor_queries`, two at once as the checks run
+    in flight: a lower bound for any cold analysis of this history on this machine."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from analysis import load
+
+    t0 = time.perf_counter()
+    spark = cold_session(run_dir, master, driver_memory, tmp)
+    t1 = time.perf_counter()
+    h = load.load(spark, run_dir)
+    t2 = time.perf_counter()
+    queries = floor_queries(h)
+    with ThreadPoolExecutor(len(queries)) as pool:
+        rows = [r[0].asDict() for r in pool.map(lambda q: q.collect(), queries)]
+    t3 = time.perf_counter()
+    jvm_cpu = jvm_cpu_split(spark._jvm.java.lang.ProcessHandle.current().pid())
+    spark.stop()
+    return {"session_s": round(t1 - t0, 2), "load_s": round(t2 - t1, 2),
+            "work_s": round(t3 - t2, 2), "floor_s": round(t3 - t0, 2), "rows": rows,
+            "jvm_cpu_s": jvm_cpu}
 
 
 def child_reference(run_dir: Path) -> dict[str, Any]:
@@ -329,16 +406,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", default=None, help="write histories here and keep them")
     ap.add_argument("--repeat", type=positive_int, default=1,
                     help="cold Spark runs per history; the median run is reported")
-    ap.add_argument("--child", choices=["spark", "reference"], help=argparse.SUPPRESS)
+    ap.add_argument("--no-floor", action="store_true",
+                    help="skip the floor: a cold session doing only `floor_queries`")
+    ap.add_argument("--child", choices=["spark", "floor", "reference"],
+                    help=argparse.SUPPRESS)
     ap.add_argument("--run-dir", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.child:
         run_dir = Path(args.run_dir)
-        if args.child == "spark":
+        if args.child in ("spark", "floor"):
             with tempfile.TemporaryDirectory(prefix="warren-spark-") as tmp:
-                out = child_spark(run_dir, args.master, args.driver_memory, Path(tmp),
-                                  args.workers)
+                out = (child_spark(run_dir, args.master, args.driver_memory, Path(tmp),
+                                   args.workers) if args.child == "spark"
+                       else child_floor(run_dir, args.master, args.driver_memory, Path(tmp)))
         else:
             out = child_reference(run_dir)
         print(json.dumps(out))
@@ -362,10 +443,10 @@ def main(argv: list[str] | None = None) -> int:
                   f", {hist['chunks']} chunks, {hist['generated_chunks']} generated) "
                   f"in {hist['build_s']} s")
             entry: dict[str, Any] = {"history": hist}
-            runs = [measure_child(["--child", "spark", "--run-dir", str(run_dir),
-                                   "--master", args.master,
-                                   *(["--driver-memory", args.driver_memory]
-                                     if args.driver_memory else []),
+            session_args = ["--run-dir", str(run_dir), "--master", args.master,
+                            *(["--driver-memory", args.driver_memory]
+                              if args.driver_memory else [])]
+            runs = [measure_child(["--child", "spark", *session_args,
                                    *(["--workers", str(args.workers)] if args.workers else [])])
                     for _ in range(args.repeat)]
             spark = median_run(runs)
@@ -382,6 +463,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"{cpu['jit']}, GC {cpu['gc']}, other threads {cpu['other']}")
             for name, secs in spark["per_check_s"].items():
                 print(f"    {name:28s} {secs:7.2f} s  {spark['verdicts'][name]['status']}")
+            entry["floor"] = None
+            if not args.no_floor:
+                floor = measure_child(["--child", "floor", *session_args])
+                entry["floor"] = floor
+                cpu = floor["jvm_cpu_s"] or {}
+                print(f"  floor {floor['floor_s']} s (session {floor['session_s']}, load "
+                      f"{floor['load_s']}, the two aggregations {floor['work_s']}; JVM CPU "
+                      f"{cpu.get('total')} s, tasks {cpu.get('tasks')}); the checks take "
+                      f"{spark['spark_cold_s'] / floor['floor_s']:.2f} times the floor")
             if any(r["valid"] is not True for r in runs):
                 ok = False
                 print("  NOT CLEAN: some check did not pass")
@@ -411,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
         "events": largest["history"]["events"],
         "spark_cold_s": largest["spark"]["spark_cold_s"],
         "spark_cold_runs_s": largest["spark"]["spark_cold_runs_s"],
+        "spark_floor_s": largest["floor"]["floor_s"] if largest["floor"] else None,
+        "floor_ratio": (round(largest["spark"]["spark_cold_s"] / largest["floor"]["floor_s"], 2)
+                        if largest["floor"] else None),
         "reference_s": refs[-1]["reference_s"] if refs else None,
         "reference_events": (max(e["history"]["events"] for e in report["sizes"].values()
                                  if e["reference"]) if refs else None),
@@ -426,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
                 "spark_peak_rss_mb": e["spark"]["peak_rss_mb"],
                 "spark_per_check_s": e["spark"]["per_check_s"],
                 "spark_jvm_cpu_s": e["spark"]["jvm_cpu_s"],
+                "spark_floor_s": e["floor"]["floor_s"] if e["floor"] else None,
+                "spark_floor_work_s": e["floor"]["work_s"] if e["floor"] else None,
                 "reference_s": e["reference"]["reference_s"] if e["reference"] else None,
                 "reference_peak_rss_mb": (e["reference"]["peak_rss_mb"]
                                           if e["reference"] else None),
