@@ -17,11 +17,12 @@ a recorded run.
 
 Each history also gets a floor, measured in the same run: a cold session configured the
 same way, the same load, and then only the two aggregations that any implementation of
-the checks has to do (`floor_queries`: the replicas' applied commands grouped by log
-index, the client operations grouped by message). The checks do those and much more, so
-no cold analysis of that history can take less than the floor on that machine. A time
-target below the floor cannot be met there. The bench prints the analysis' cold time as
-a multiple of the floor (``floor_ratio`` in the JSON). ``--no-floor`` skips it.
+the checks has to do (`floor_queries`: the replicas' applied commands compared block by
+block of log indexes, the client operations grouped by message). The checks do those and
+much more, so no cold analysis of that history can take less than the floor on that
+machine. A time target below the floor cannot be met there. The bench prints the
+analysis' cold time as a multiple of the floor (``floor_ratio`` in the JSON).
+``--no-floor`` skips it.
 
 Each measurement runs in its own child process so the JVM is cold and the peak RSS is
 that of one process tree (Python driver, Spark JVM and its Python workers), sampled
@@ -470,8 +471,12 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = floor["jvm_cpu_s"] or {}
                 print(f"  floor {floor['floor_s']} s (session {floor['session_s']}, load "
                       f"{floor['load_s']}, the two aggregations {floor['work_s']}; JVM CPU "
-                      f"{cpu.get('total')} s, tasks {cpu.get('tasks')}); the checks take "
+                      f"{cpu.get('total')} s, tasks {cpu.get('tasks')}); the analysis takes "
                       f"{spark['spark_cold_s'] / floor['floor_s']:.2f} times the floor")
+                blocks, messages = floor["rows"]
+                if blocks["diverged"] or messages["messages"] != hist["messages"]:
+                    ok = False
+                    print(f"  FLOOR DISAGREES with the clean history: {floor['rows']}")
             if any(r["valid"] is not True for r in runs):
                 ok = False
                 print("  NOT CLEAN: some check did not pass")
