@@ -315,9 +315,7 @@ def floor_queries(h: Any) -> list[Any]:
     from pyspark.sql import functions as F
 
     from analysis.checks.common import log_block
-
-    def n(cond: Any) -> Any:
-        return F.sum(F.when(cond, 1).otherwise(0))
+    from analysis.checks.common import total as n
 
     applied = h["replica_events"].where(F.col("kind") == "applied")
     per_block = (applied

@@ -5,8 +5,6 @@ every message, and a member that applied something else."""
 
 from __future__ import annotations
 
-import copy
-
 from pyspark.sql import SparkSession
 
 from analysis import load, synthetic
@@ -36,7 +34,6 @@ def test_floor_counts_every_block_and_message(spark: SparkSession) -> None:
 
 def test_floor_sees_a_member_that_applied_another_state(spark: SparkSession) -> None:
     syn = synthetic.generate(seed=3, messages=30)
-    syn = synthetic.Synthetic(copy.deepcopy(syn.tables), syn.truth)
     row = next(r for r in syn.tables["replica_events"] if r["kind"] == "applied")
     row["state_digest"] += 1
     blocks, _ = _floor(spark, syn)
