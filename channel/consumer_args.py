@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from channel.errors import AmqpError, Atom, erlang_term, rs
-from channel.queue_args import amqp_type
+from channel.queue_args import int_arg_error
 
 __all__ = ["CONSUMER_ARGUMENTS", "check_consume_arguments", "consumer_priority"]
 
@@ -28,24 +28,17 @@ CONSUMER_ARGUMENTS: dict[str, tuple[str, ...]] = {
 MODULES = {"classic": "rabbit_classic_queue", "quorum": "rabbit_quorum_queue",
            "stream": "rabbit_stream_queue"}
 _ALL = tuple(dict.fromkeys(k for keys in CONSUMER_ARGUMENTS.values() for k in keys))
-_INT_TYPES = ("byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort",
-              "unsignedint")
-
-
-def _int(value: Any) -> Any:
-    kind = amqp_type(value)
-    return None if kind in _INT_TYPES else f"expected integer, got {kind}"
 
 
 def _non_negative_int(value: Any) -> Any:
-    error = _int(value)
+    error = int_arg_error(value)
     if error is None and value < 0:
         return (Atom("value_negative"), value)
     return error
 
 
 _VALIDATORS: tuple[tuple[str, Callable[[Any], Any]], ...] = (
-    ("x-priority", _int), ("x-consumer-timeout", _non_negative_int))
+    ("x-priority", int_arg_error), ("x-consumer-timeout", _non_negative_int))
 
 
 def check_consume_arguments(queue: str, vhost: str, queue_type: str,

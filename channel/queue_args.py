@@ -30,6 +30,7 @@ __all__ = [
     "check_declare_properties",
     "check_equivalence",
     "check_queue_name",
+    "int_arg_error",
     "validate_quorum_args",
 ]
 
@@ -77,8 +78,19 @@ def _unacceptable(value: Any) -> tuple[Atom, Atom]:
     return (Atom("unacceptable_type"), Atom(amqp_type(value)))
 
 
+def int_arg_error(value: Any) -> str | None:
+    """`rabbit_amqqueue:check_int_arg`: None for a value of any AMQP integer type.
+
+    Anything else is refused as `expected integer, got <type>` (a string term,
+    printed quoted) — RabbitMQ's text since 3.10 for queue and consumer arguments
+    alike, so both checks use this one function.
+    """
+    kind = amqp_type(value)
+    return None if kind in _INT_TYPES else f"expected integer, got {kind}"
+
+
 def _int(value: Any, _args: Mapping[str, Any]) -> Any:
-    return None if amqp_type(value) in _INT_TYPES else _unacceptable(value)
+    return int_arg_error(value)
 
 
 def _non_neg_int(value: Any, args: Mapping[str, Any]) -> Any:

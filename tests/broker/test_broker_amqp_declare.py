@@ -35,7 +35,7 @@ def assert_absent(amqp: Amqp, queue: str, node: int) -> None:
 
 @pytest.mark.parametrize(("arguments", "term"), [
     ({"x-overflow": "drop-tail"}, "invalid_overflow"),
-    ({"x-quorum-initial-group-size": "three"}, "{unacceptable_type,longstr}"),
+    ({"x-quorum-initial-group-size": "three"}, '"expected integer, got longstr"'),
     ({"x-quorum-initial-group-size": 0}, "{value_zero,0}"),
     ({"x-quorum-initial-group-size": -2}, "{value_negative,-2}"),
     ({"x-max-length": -5}, "{value_negative,-5}"),

@@ -6,12 +6,14 @@ from typing import Any
 
 import pytest
 
+from channel.consumer_args import check_consume_arguments
 from channel.errors import AmqpError
 from channel.queue_args import (
     Declared,
     check_declare_properties,
     check_equivalence,
     check_queue_name,
+    int_arg_error,
     validate_quorum_args,
 )
 
@@ -29,10 +31,10 @@ def refused(args: dict[str, Any]) -> str:
     ("key", "value", "term"),
     [
         ("x-max-length", -5, "{value_negative,-5}"),
-        ("x-max-length", "10", "{unacceptable_type,longstr}"),
+        ("x-max-length", "10", "\"expected integer, got longstr\""),
         ("x-max-length-bytes", -1, "{value_negative,-1}"),
         ("x-max-in-memory-length", -2, "{value_negative,-2}"),
-        ("x-max-in-memory-bytes", True, "{unacceptable_type,bool}"),
+        ("x-max-in-memory-bytes", True, "\"expected integer, got bool\""),
         ("x-overflow", "nope", "invalid_overflow"),
         ("x-overflow", 1, "{unacceptable_type,signedint}"),
         ("x-dead-letter-exchange", 5, "{unacceptable_type,signedint}"),
@@ -40,7 +42,7 @@ def refused(args: dict[str, Any]) -> str:
         ("x-dead-letter-strategy", "twice", "invalid_dlx_strategy"),
         ("x-message-ttl", -1, "{value_negative,-1}"),
         ("x-message-ttl", 315_360_000_001, "{value_too_large,315360000001}"),
-        ("x-message-ttl", 1.5, "{unacceptable_type,double}"),
+        ("x-message-ttl", 1.5, "\"expected integer, got double\""),
         ("x-expires", 0, "{value_zero,0}"),
         ("x-expires", -3, "{value_negative,-3}"),
         ("x-expires", 315_360_000_001, "{value_too_large,315360000001}"),
@@ -49,13 +51,31 @@ def refused(args: dict[str, Any]) -> str:
         ("x-quorum-initial-group-size", -1, "{value_negative,-1}"),
         ("x-queue-leader-locator", "closest", "invalid_queue_locator_arg"),
         ("x-consumer-timeout", -1, "{value_negative,-1}"),
-        ("x-consumer-disconnected-timeout", "x", "{unacceptable_type,longstr}"),
+        ("x-consumer-disconnected-timeout", "x", "\"expected integer, got longstr\""),
         ("x-queue-type", "lazy", "\"unsupported queue type 'lazy'\""),
         ("x-max-length", 2**40 * -1, "{value_negative,-1099511627776}"),
     ],
 )
 def test_bad_values_are_refused_with_the_erlang_term(key: str, value: Any, term: str) -> None:
     assert refused({key: value}) == PREFIX.format(key) + term
+
+
+@pytest.mark.parametrize("key", [
+    "x-expires", "x-message-ttl", "x-max-length", "x-max-length-bytes",
+    "x-max-in-memory-length", "x-max-in-memory-bytes", "x-consumer-timeout",
+    "x-consumer-disconnected-timeout", "x-quorum-initial-group-size",
+])
+def test_an_integer_argument_sent_as_a_string_names_the_type_it_got(key: str) -> None:
+    assert refused({key: "500"}) == PREFIX.format(key) + '"expected integer, got longstr"'
+
+
+def test_queue_and_consumer_arguments_share_the_integer_check() -> None:
+    with pytest.raises(AmqpError) as info:
+        check_consume_arguments("q", "/", "quorum", {"x-consumer-timeout": "500"})
+    assert info.value.reply_text == (
+        PREFIX.format("x-consumer-timeout") + '"expected integer, got longstr"')
+    assert int_arg_error("500") == "expected integer, got longstr"
+    assert int_arg_error(2**40) is None
 
 
 def test_routing_key_needs_a_dead_letter_exchange() -> None:
