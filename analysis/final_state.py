@@ -32,7 +32,8 @@ STAGES = ("client_publish", "channel_publish_in", "ra_enqueued", "ra_delivered",
 
 
 def short_node(node: str | None) -> str | None:
-    """``n2`` for ``n2@127.0.0.1:5000`` (servers and nemesis targets use short names)."""
+    """``n2`` for ``n2@127.0.0.1:5000``: servers (``<queue>@n2``) and leaders name a
+    node by its short name, a node's own rows and the nemesis's targets in full."""
     return None if node is None else node.partition("@")[0]
 
 
@@ -168,7 +169,8 @@ def dlx_worker_liveness(h: RefHistory, p: Params) -> RefResult:
         return RefResult(DLX_LIVENESS, status[0], len(sources), [], counts, status[1])
     ended = {_extra(r, "pid") for r in h.rows("supervision_events", "crashed", "stopped")
              if r["ts_ns"] <= at}
-    kills = [(t, r["ts_ns"]) for r in h.rows("nemesis_events", "start")
+    # kill targets are full node names, as the nodes' own rows; compare short names
+    kills = [(short_node(t), r["ts_ns"]) for r in h.rows("nemesis_events", "start")
              if r["fault"] == "kill" for t in r["targets"] or []]
     leaders: dict[str, tuple[int, int, str]] = {}
     for r in rep:

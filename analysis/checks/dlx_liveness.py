@@ -1,10 +1,12 @@
-"""`dlx_worker_liveness` (spec 4.6): after heal + grace, the node of each at-least-once
+"""`dlx_worker_liveness`: after heal + grace, the node of each at-least-once
 source queue's leader runs exactly one dead-letter worker for it, and no other node
 runs one (the regressions of rabbitmq/rabbitmq-server PR #7677 and issue #16652).
 
 A worker is tied to its queue by the `dlx_worker_checkout` row it records once its
 checkout on the local leader succeeded (schema 1.1; `pid` in `extra`). It runs until
 a `crashed`/`stopped` supervision row names its pid, or a `kill` fault hits its node.
+Nodes are compared by their short names: a node's rows and the nemesis's kill targets
+name it in full, servers and leaders (`<queue>@<node>`) by its short name.
 Missing and duplicate rows carry the time the leader was elected. The moment judged
 is the end of the completed drain (which follows the heal and the
 settle period), else the run's end if it is `dlx_grace` past the last fault stop;
@@ -60,8 +62,11 @@ def run(h: History, p: Params) -> CheckResult:
     ended = (h["supervision_events"]
              .where(F.col("kind").isin("crashed", "stopped") & (F.col("ts_ns") <= at))
              .select(_pid().alias("pid")).where(F.col("pid").isNotNull()).distinct())
+    # the nemesis names a killed node in full (`n1@127.0.0.1:25671`), as the node's own
+    # rows do; servers, leaders and `wnode` carry the short name
     kills = (h["nemesis_events"].where((F.col("kind") == "start") & (F.col("fault") == "kill"))
-             .select(F.explode("targets").alias("knode"), F.col("ts_ns").alias("kts")))
+             .select(F.explode("targets").alias("target"), F.col("ts_ns").alias("kts"))
+             .select(_short("target").alias("knode"), "kts"))
     killed = checkouts.join(kills, (F.col("knode") == F.col("wnode"))
                             & (F.col("kts") >= F.col("ts_ns")) & (F.col("kts") <= at),
                             "left_semi")

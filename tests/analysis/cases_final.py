@@ -117,3 +117,29 @@ def dlx_workers_missing_doubled_and_stray(
                 ts_ns=l2["ts_ns"], detail="running=2"),
             b.v(LIVE, "dlx_worker_stray", "s3", key=pid(b, x3, 24), ts_ns=stray["ts_ns"],
                 detail=x3)], {LIVE: "fail"}
+
+
+@case
+def dlx_worker_on_a_killed_node_is_gone(b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    """Recorded as a cluster records them: rows carry the full node name, servers and
+    leaders the short one, and the nemesis names the nodes it kills in full."""
+    v1, v2 = b.p + "v1", b.p + "v2"
+    full = {v1: f"{v1}@127.0.0.1:25671", v2: f"{v2}@127.0.0.1:25672"}
+    b.config("src", dlx_strategy="at-least-once", dlx_target="dlq")
+
+    def elected(node: str, term: int) -> None:
+        q = b.q("src")
+        b._emit("replica_events", f"{full[node]}/ra/{q}", "leader_elected", full[node],
+                queue=q, server=f"{q}@{node}", raft_term=term, leader=f"{q}@{node}")
+
+    def checkout(node: str, serial: int) -> None:
+        b._emit("replica_events", f"{full[node]}/dlx/{b.q('src')}", "dlx_worker_checkout",
+                full[node], queue=b.q("src"), extra=json.dumps({"pid": pid(b, node, serial)}))
+
+    elected(v1, 1)
+    checkout(v1, 40)
+    kill(b, full[v1])  # its worker dies with it, without a supervision row
+    elected(v2, 2)
+    checkout(v2, 41)
+    b.drain()
+    return [], {LIVE: "pass"}
