@@ -6,8 +6,9 @@ the matching policy with the highest priority wins, a pattern is an
 unanchored regular expression searched in the queue name, and `apply-to`
 limits the kinds of object it may match. The queue type then combines the
 policy's keys with the queue's own `x-` arguments, key by key, by rules that
-differ per key (spec channel.md §5.17, fifo.md §19). All of that is pure and
-lives here, so the metadata machine, the registry and the CLI share it.
+differ per key. All of that is pure and lives here (the value checks of each
+key in `broker.policy_keys`), so the metadata machine, the registry and the CLI
+share it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from broker import policy_keys
+from channel.errors import json_term
 
 __all__ = [
     "APPLY_TO",
@@ -30,10 +34,6 @@ __all__ = [
 APPLY_TO = ("all", "queues", "exchanges", "classic_queues", "quorum_queues", "streams")
 DEFAULT_DELIVERY_LIMIT = 20
 """`rabbit_quorum_queue`'s default when neither argument nor policy sets one (4.x)."""
-
-_OVERFLOW = ("drop-head", "reject-publish", "reject-publish-dlx")
-_STRATEGY = ("at-most-once", "at-least-once")
-_LOCATORS = ("client-local", "balanced")
 
 
 class PolicyError(ValueError):
@@ -69,71 +69,38 @@ def _applies_to(apply_to: str, kind: str, queue_type: str) -> bool:
                         "stream": "streams"}.get(queue_type)
 
 
-def _non_neg_int(v: Any) -> str | None:
-    return None if _is_int(v) and v >= 0 else f"{v!r} must be a non-negative integer"
-
-
-def _pos_int(v: Any) -> str | None:
-    return None if _is_int(v) and v >= 1 else f"{v!r} must be a positive integer"
-
-
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _any_int(v: Any) -> str | None:
-    return None if _is_int(v) else f"{v!r} must be an integer"
-
-
-def _binary(v: Any) -> str | None:
-    return None if isinstance(v, str) else f"{v!r} is not a valid string"
-
-
-def _one_of(values: tuple[str, ...]) -> Any:
-    def check(v: Any) -> str | None:
-        return None if v in values else f"{v!r} is not a valid value; expected one of " \
-            + ", ".join(values)
-    return check
-
-
-_VALIDATORS = {
-    "max-length": _non_neg_int,
-    "max-length-bytes": _non_neg_int,
-    "overflow": _one_of(_OVERFLOW),
-    "delivery-limit": _any_int,
-    "dead-letter-exchange": _binary,
-    "dead-letter-routing-key": _binary,
-    "dead-letter-strategy": _one_of(_STRATEGY),
-    "expires": _pos_int,
-    "message-ttl": _non_neg_int,
-    "consumer-timeout": _non_neg_int,
-    "queue-leader-locator": _one_of(_LOCATORS),
-}
-
-
 def validate(vhost: str, name: str, pattern: str, definition: Mapping[str, Any],
              priority: Any = 0, apply_to: str = "all") -> Policy:
-    """A checked `Policy`, or `PolicyError` with a RabbitMQ-like message."""
+    """A checked `Policy`, or `PolicyError` with rabbitmqctl's message.
+
+    As `rabbit_policy` validates a policy: every field is checked and every
+    failure listed, the definition's first, then `apply-to`, the pattern and the
+    priority; the definition key by key (`broker.policy_keys`).
+    """
+    errors: list[str] = []
     if not isinstance(definition, Mapping) or not definition:
-        raise PolicyError("Validation failed\n\ndefinition must be a non-empty JSON object")
+        errors.append("no policy provided")
+    else:
+        error = policy_keys.definition_errors(definition)
+        if error is not None:
+            errors.append(error)
     if apply_to not in APPLY_TO:
-        raise PolicyError(f"Validation failed\n\n'{apply_to}' is not a valid apply-to value")
-    if not _is_int(priority):
-        raise PolicyError(f"Validation failed\n\npriority must be an integer, got {priority!r}")
+        errors.append(f"apply-to '{apply_to}' unrecognised; should be one of: 'queues', "
+                      "'classic_queues',  'quorum_queues', 'streams', 'exchanges', or 'all'")
+    regex = None
     try:
         regex = re.compile(pattern)
     except re.error as exc:
-        raise PolicyError(f"Validation failed\n\n{pattern!r} is not a valid regex: {exc}")
-    unknown = [k for k in definition if k not in _VALIDATORS]
-    if unknown:
-        raise PolicyError(f"Validation failed\n\n{unknown} are not recognised policy settings")
-    for key, value in definition.items():
-        error = _VALIDATORS[key](value)
-        if error is not None:
-            raise PolicyError(f"Validation failed\n\n{key}: {error}")
-    if "dead-letter-routing-key" in definition and "dead-letter-exchange" not in definition:
-        raise PolicyError("Validation failed\n\ndead-letter-routing-key requires "
-                          "dead-letter-exchange in the same policy")
+        errors.append(f"pattern should be regular expression but is invalid: "
+                      f"{json_term(exc.msg)}")
+    if not _is_int(priority):
+        errors.append(f"priority should be a number, actually was {json_term(priority)}")
+    if errors:
+        raise PolicyError("Validation failed\n\n" + "\n".join(errors))
     return Policy(vhost, name, pattern, dict(definition), priority, apply_to, regex)
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "INTERNAL_ERROR_CLOSE",
     "AmqpError",
     "erlang_term",
+    "json_term",
     "protocol_error",
     "rs",
 ]
@@ -123,6 +124,21 @@ def erlang_term(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ",".join(erlang_term(v) for v in value) + "]"
     return str(value)
+
+
+def json_term(value: Any) -> str:
+    """A decoded JSON value as Erlang prints it (`~tp`) in rabbitmqctl's validation
+    errors: strings are binaries (`<<"5">>`), true/false/null atoms, objects maps."""
+    if isinstance(value, str):
+        return erlang_term(value.encode())
+    if isinstance(value, bool) or value is None:
+        return erlang_term(Atom("null" if value is None else str(value).lower()))
+    if isinstance(value, list):
+        return "[" + ",".join(json_term(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "#{" + ",".join(f"{json_term(k)} => {json_term(v)}"
+                               for k, v in value.items()) + "}"
+    return erlang_term(value)
 
 
 class Atom(str):

@@ -29,7 +29,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from channel.errors import AmqpError, Atom, erlang_term
+from channel.errors import AmqpError, json_term
 
 __all__ = [
     "USER_LIMITS",
@@ -181,30 +181,18 @@ class LimitsError(ValueError):
     """A refused limits definition; the message is rabbitmqctl's."""
 
 
-def _term(value: Any) -> str:
-    """A decoded JSON value as Erlang prints it (`~tp`): strings are binaries."""
-    if isinstance(value, str):
-        return erlang_term(value.encode())
-    if isinstance(value, bool) or value is None:
-        return erlang_term(Atom("null" if value is None else str(value).lower()))
-    if isinstance(value, list):
-        return "[" + ",".join(_term(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "#{" + ",".join(f"{_term(k)} => {_term(v)}" for k, v in value.items()) + "}"
-    return erlang_term(value)
-
-
 def validate_limits(definition: Any, keys: tuple[str, ...], name: str) -> list[str]:
     """`rabbit_parameter_validation:proplist` over optional integer keys: the errors,
     in RabbitMQ's order (unknown keys first, then the known keys last to first)."""
     if not isinstance(definition, dict):
-        return [f"{name} not a list {_term(definition)}"]
-    errors = [f"{key} should be a number, actually was {_term(definition[key])}"
+        return [f"{name} not a list {json_term(definition)}"]
+    errors = [f"{key} should be a number, actually was {json_term(definition[key])}"
               for key in reversed(keys) if key in definition
               and (isinstance(definition[key], bool) or not isinstance(definition[key], int))]
     rest = sorted(((k, v) for k, v in definition.items() if k not in keys),
                   key=lambda kv: kv[0])
     if rest:
-        terms = "[" + ",".join("{" + _term(k) + "," + _term(v) + "}" for k, v in rest) + "]"
+        terms = "[" + ",".join("{" + json_term(k) + "," + json_term(v) + "}"
+                               for k, v in rest) + "]"
         errors.insert(0, f"Unrecognised terms {terms} in {name}")
     return errors

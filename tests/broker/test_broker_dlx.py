@@ -115,3 +115,31 @@ def test_at_least_once_keeps_a_dead_letter_until_a_route_exists_and_confirms(
     finally:
         c1.close()
         c2.close()
+
+
+def test_a_policy_with_only_a_routing_key_routes_the_queues_own_dead_letter_exchange(
+        cluster: list[BrokerProc]) -> None:
+    n1, _n2, _n3 = cluster
+    out = ctl(n1.name, "set_policy", "rk-only", "^rk-src$",
+              '{"dead-letter-routing-key": "via-policy"}', "--apply-to", "quorum_queues")
+    assert out.returncode == 0, out.stderr
+    c1 = connect(n1)
+    try:
+        ch = c1.channel()
+        ch.exchange_declare("rk-dlx", "direct", durable=True)
+        ch.queue_declare("rk-dlq", durable=True, arguments=QQ)
+        ch.queue_bind("rk-dlq", "rk-dlx", "via-policy")
+        ch.queue_declare("rk-src", durable=True,
+                         arguments={**QQ, "x-dead-letter-exchange": "rk-dlx"})
+        assert queue_row(n1.name, "rk-src")["policy"] == "rk-only"
+        ch.confirm_delivery()
+        ch.basic_publish("", "rk-src", b"keyed by the policy")
+        reject_one(ch, "rk-src")
+        got = eventually(lambda: get(ch, "rk-dlq"))
+        assert got is not None
+        method, _props, body = got
+        assert (body, method.exchange, method.routing_key) == (
+            b"keyed by the policy", "rk-dlx", "via-policy")
+    finally:
+        c1.close()
+        ctl(n1.name, "clear_policy", "rk-only")

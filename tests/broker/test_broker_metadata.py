@@ -170,20 +170,6 @@ def test_argument_versus_policy(key: str, arg: Any, pol: Any, expected: Any) -> 
     assert policy.effective(key, args, definition) == expected
 
 
-@pytest.mark.parametrize(("definition", "apply_to", "message"), [
-    ({"max-length": -5}, "all", "max-length: -5 must be a non-negative integer"),
-    ({"foo": 1}, "all", "['foo'] are not recognised policy settings"),
-    ({"overflow": "sideways"}, "all", "'sideways' is not a valid value"),
-    ({"dead-letter-routing-key": "k"}, "all", "requires dead-letter-exchange"),
-    ({"max-length": 1}, "everything", "'everything' is not a valid apply-to value"),
-])
-def test_invalid_policies_are_refused(definition: dict[str, Any], apply_to: str,
-                                      message: str) -> None:
-    with pytest.raises(policy.PolicyError, match="Validation failed") as info:
-        policy.validate("/", "p", ".*", definition, 0, apply_to)
-    assert message in str(info.value)
-
-
 def test_priority_ties_go_to_the_first_name() -> None:
     ps = [policy.validate("/", n, ".*", {"max-length": i}) for i, n in enumerate("ba")]
     assert policy.matching_policy(ps, "/", "queue", "q").name == "a"

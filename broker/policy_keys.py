@@ -1,0 +1,111 @@
+"""The policy keys RabbitMQ knows and the check of each key's value.
+
+RabbitMQ validates a policy definition key by key: every key belongs to the
+policy validator that registered it (`rabbit_policies` for nearly all of them,
+`rabbit_quorum_queue` for `target-group-size`), each validator checks its own
+keys in key order and the first bad value is the error; a key no validator
+registered is refused only once every known key passed. Keys never depend on
+each other, so a policy holding only `dead-letter-routing-key` is valid (the
+queue may take its exchange from its own `x-dead-letter-exchange`).
+
+The keys are those of RabbitMQ 4.0. warren's quorum queues act on `max-length`,
+`max-length-bytes`, `overflow`, `delivery-limit`, the `dead-letter-*` keys,
+`expires`, `message-ttl`, `consumer-timeout` and `queue-leader-locator`; the
+others (classic-queue, stream and exchange settings) are validated and kept,
+as RabbitMQ keeps them for queues they do not apply to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from channel.errors import json_term
+
+__all__ = ["KNOWN_KEYS", "definition_errors"]
+
+MAX_STREAM_MAX_SEGMENT_SIZE = 3_000_000_000
+_MAX_AGE = re.compile(r"([0-9]*)(.*)", re.DOTALL)
+_MAX_AGE_UNITS = frozenset("YMDhms")
+
+#: value -> is it acceptable
+Accepts = Callable[[Any], bool]
+
+
+def _is_int(v: Any) -> bool:
+    """Erlang's `is_integer` on a decoded JSON value (true/false are atoms there)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int_at_least(low: int, high: int | None = None) -> Accepts:
+    return lambda v: _is_int(v) and v >= low and (high is None or v <= high)
+
+
+def _string(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _one_of(*values: Any) -> Accepts:
+    return lambda v: any(type(v) is type(ok) and v == ok for ok in values)
+
+
+def _max_age(v: Any) -> bool:
+    """`rabbit_amqqueue:check_max_age`: a positive count and one unit, `7D`, `1h`."""
+    if not isinstance(v, str):
+        return False
+    count, unit = _MAX_AGE.fullmatch(v).groups()  # type: ignore[union-attr]
+    return count != "" and int(count) > 0 and unit in _MAX_AGE_UNITS
+
+
+#: key -> (check of its value, what the error says the value is not)
+_POLICIES: dict[str, tuple[Accepts, str]] = {
+    "alternate-exchange": (_string, "a valid alternate exchange name"),
+    "consumer-timeout": (_int_at_least(0), "a valid consumer timeout"),
+    "dead-letter-exchange": (_string, "a valid dead letter exchange name"),
+    "dead-letter-routing-key": (_string, "a valid dead letter routing key"),
+    "dead-letter-strategy": (_one_of("at-most-once", "at-least-once"),
+                             "a valid dead letter strategy"),
+    "message-ttl": (_int_at_least(0), "a valid message TTL"),
+    "expires": (_int_at_least(1), "a valid queue expiry"),
+    "max-length": (_int_at_least(0), "a valid maximum length"),
+    "max-length-bytes": (_int_at_least(0), "a valid maximum length in bytes"),
+    # both in-memory keys say "bytes", as RabbitMQ's texts do
+    "max-in-memory-length": (_int_at_least(0), "a valid maximum memory in bytes"),
+    "max-in-memory-bytes": (_int_at_least(0), "a valid maximum memory in bytes"),
+    "queue-mode": (_one_of("default", "lazy"), "a valid queue-mode value"),
+    "queue-version": (_one_of(1, 2), "a valid queue-version value"),
+    "overflow": (_one_of("drop-head", "reject-publish", "reject-publish-dlx"),
+                 "a valid overflow value"),
+    "delivery-limit": (_is_int, "a valid delivery limit"),
+    "max-age": (_max_age, "a valid max age"),
+    "queue-leader-locator": (_one_of("client-local", "balanced", "random", "least-leaders"),
+                             "a valid queue leader locator value"),
+    "initial-cluster-size": (_int_at_least(0), "a valid cluster size"),
+    "stream-max-segment-size-bytes": (_int_at_least(0, MAX_STREAM_MAX_SEGMENT_SIZE),
+                                      "a valid segment size"),
+    "stream-filter-size-bytes": (_int_at_least(16, 255),
+                                 "a valid filter size. Valid range is 16-255"),
+}
+#: `rabbit_quorum_queue`'s own validator
+_QUORUM: dict[str, tuple[Accepts, str]] = {
+    "target-group-size": (_int_at_least(1), "a valid qq target count value"),
+}
+_VALIDATORS = (_POLICIES, _QUORUM)
+
+KNOWN_KEYS = frozenset(k for keys in _VALIDATORS for k in keys)
+"""Every key a policy definition may hold."""
+
+
+def definition_errors(definition: Mapping[str, Any]) -> str | None:
+    """Why RabbitMQ refuses this (non-empty) definition, or None when it accepts it."""
+    for keys in _VALIDATORS:
+        for key in sorted(k for k in definition if k in keys):
+            accepts, what = keys[key]
+            if not accepts(definition[key]):
+                return f"{json_term(definition[key])} is not {what}"
+    unknown = sorted((k, v) for k, v in definition.items() if k not in KNOWN_KEYS)
+    if unknown:
+        terms = ",".join("{" + json_term(k) + "," + json_term(v) + "}" for k, v in unknown)
+        return f"[{terms}] are not recognised policy settings"
+    return None
