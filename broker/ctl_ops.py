@@ -92,34 +92,49 @@ def _call(name: str, request: Any, timeout: int = INFO_TIMEOUT) -> Any:
 # ------------------------------------------------------------------- queues
 
 
-def _stats(record: QueueRecord) -> tuple[Any, Any, Any]:
-    """(messages, consumers, leader node) as the queue's leader reports them, or Nones."""
+def _overview(record: QueueRecord) -> tuple[dict[str, Any], Any]:
+    """The queue machine's overview as its leader reports it (empty when no member
+    answers), and the leader's node."""
     from ra import api
 
     found = api.members(list(record.servers), INFO_TIMEOUT)
     if found[0] != "ok":
-        return None, None, None
+        return {}, None
     ov = api.member_overview(found[2], INFO_TIMEOUT)
     machine = ov.get("machine", {}) if isinstance(ov, dict) else {}
-    return machine.get("num_messages"), machine.get("num_consumers"), found[2][1]
+    return machine, found[2][1]
+
+
+def _total(machine: dict[str, Any], *keys: str) -> int | None:
+    """The sum of overview counters, None when the leader did not answer."""
+    return sum(machine[k] for k in keys) if all(k in machine for k in keys) else None
 
 
 def list_queues(vhost: str = "/") -> list[dict[str, Any]]:
+    """One row per queue. `messages_dlx` / `message_bytes_dlx` are RabbitMQ's quorum
+    queue statistics of the same names: the dead letters an at-least-once queue still
+    holds (waiting for, or handed to, its dead-letter worker) and their body bytes."""
     broker = broker_of()
     rows = []
     for r in sorted(broker.registry.list(vhost), key=lambda r: r.name):
-        messages, consumers, leader = _stats(r)
+        machine, leader = _overview(r)
         p = effective_policy(broker.view.state, r.vhost, r.name)
-        rows.append({"name": r.name, "type": "quorum", "messages": messages,
-                     "consumers": consumers, "leader": leader or (r.leader or (None, None))[1],
-                     "members": [n for _s, n in r.servers], "policy": p.name if p else None})
+        rows.append({"name": r.name, "type": "quorum", "messages": machine.get("num_messages"),
+                     "consumers": machine.get("num_consumers"),
+                     "leader": leader or (r.leader or (None, None))[1],
+                     "members": [n for _s, n in r.servers], "policy": p.name if p else None,
+                     "messages_dlx": _total(machine, "num_discarded",
+                                            "num_discard_checked_out"),
+                     "message_bytes_dlx": _total(machine, "discard_message_bytes",
+                                                 "discard_checkout_message_bytes")})
     local = getattr(broker.backend, "queues", None)
     if isinstance(local, dict):  # the node-local test backend
         for (vh, name), q in sorted(local.items()):
             if vh == vhost:
                 rows.append({"name": name, "type": "classic", "messages": len(q.ready),
                              "consumers": len(q.consumers), "leader": actors.node(),
-                             "members": [actors.node()], "policy": None})
+                             "members": [actors.node()], "policy": None,
+                             "messages_dlx": None, "message_bytes_dlx": None})
     return rows
 
 

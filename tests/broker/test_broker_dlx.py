@@ -143,3 +143,26 @@ def test_a_policy_with_only_a_routing_key_routes_the_queues_own_dead_letter_exch
     finally:
         c1.close()
         ctl(n1.name, "clear_policy", "rk-only")
+
+
+def test_list_queues_shows_the_at_least_once_dead_letter_backlog(
+        cluster: list[BrokerProc]) -> None:
+    n1, n2, _n3 = cluster
+    c1 = connect(n1)
+    try:
+        ch = c1.channel()
+        ch.exchange_declare("backlog-dlx", "fanout", durable=True)  # bound to nothing
+        ch.queue_declare("backlog-src", durable=True, arguments={
+            **QQ, "x-dead-letter-exchange": "backlog-dlx", "x-overflow": "reject-publish",
+            "x-dead-letter-strategy": "at-least-once"})
+        row = queue_row(n2.name, "backlog-src")
+        assert (row["messages_dlx"], row["message_bytes_dlx"]) == (0, 0)
+        ch.confirm_delivery()
+        ch.basic_publish("", "backlog-src", b"unroutable")
+        reject_one(ch, "backlog-src")
+        row = eventually(lambda: (r := queue_row(n2.name, "backlog-src"))["messages_dlx"] == 1
+                         and r)
+        assert row, "the rejected message never showed in messages_dlx"
+        assert (row["messages"], row["message_bytes_dlx"]) == (1, len(b"unroutable"))
+    finally:
+        c1.close()
