@@ -164,14 +164,25 @@ def test_redeclare_checks_equivalence_and_passive_declare_counts_ready_messages(
         for i in range(3):
             ch.basic_publish("", "eq", b"m%d" % i)
         count = ch.queue_declare("eq", passive=True).method.message_count
-        # without x-queue-type the node default (quorum) is injected: still equivalent
-        ch.queue_declare("eq", durable=True, arguments={"x-max-length": 10})
+        ch.queue_declare("eq", durable=True, arguments={**QQ, "x-max-length": 10})
         return count, closed_with(lambda: ch.queue_declare(
             "eq", durable=True, arguments={**QQ, "x-max-length": 20}))
     count, error = client(work)
     assert count == 3
     assert error == ("406 PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'eq' "
                      "in vhost '/': received '20' but current is '10'")
+
+
+def test_redeclaring_a_quorum_queue_without_its_type_asks_for_the_default_type_classic(
+        qq: QqCluster, conn: pika.BlockingConnection) -> None:
+    def work() -> str:
+        ch = conn.channel()
+        ch.queue_declare("typed", durable=True, arguments=QQ)
+        return closed_with(lambda: ch.queue_declare("typed", durable=True))
+    assert client(work) == (
+        "406 PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'typed' in vhost "
+        "'/': received 'classic' but current is 'quorum'")
+    assert qq.record("typed").arguments["x-queue-type"] == "quorum"
 
 
 def test_passive_declare_of_a_missing_queue_is_404(conn: pika.BlockingConnection) -> None:
