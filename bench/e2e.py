@@ -326,8 +326,8 @@ import pika.exceptions  # noqa: E402
 
 from bench import rabbitmq_local  # noqa: E402
 from bench.proc_cpu import process_cpu_s  # noqa: E402
+from broker.config_schema import check_ra_keys  # noqa: E402
 from harness.cluster import Cluster  # noqa: E402
-from ra.system import check_settable  # noqa: E402
 
 CLIENTS = Path(__file__).resolve().parent / "e2e_clients.py"
 
@@ -939,8 +939,7 @@ def ra_settings(pairs: list[str]) -> dict[str, Any]:
         if isinstance(value, str) and value.isdigit():
             value = int(value)
         out[key.strip()] = value
-    check_settable(out)
-    return out
+    return check_ra_keys(out)
 
 
 @contextmanager

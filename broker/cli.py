@@ -37,19 +37,14 @@ def make_node(name: str, ticktime: float, data_dir: str | None = None,
 
 
 def _node_config(args: argparse.Namespace) -> Any:
+    """The node's configuration: the file's keys, the flags' text over them; both
+    checked by `broker.config_schema`."""
     from broker import config
 
     flags = {"name": args.name, "amqp_port": args.amqp_port, "data_dir": args.data_dir,
              "peers": args.peers, "net_ticktime": args.net_ticktime, "backend": args.backend,
              "cookie": args.cookie}
-    if args.config is not None:
-        return config.load(args.config, flags)
-    if args.name is None:
-        raise config.ConfigError("--name (or --config) is required")
-    defaults = {"amqp_port": 5672, "net_ticktime": 60.0, "backend": "memory", "peers": ""}
-    values = {k: (v if v is not None else defaults.get(k)) for k, v in flags.items()}
-    values["peers"] = [p for p in str(values["peers"]).split(",") if p]
-    return config.NodeConfig(**values)
+    return config.load(args.config, flags)
 
 
 def _node_start(args: argparse.Namespace) -> int:
@@ -60,12 +55,12 @@ def _node_start(args: argparse.Namespace) -> int:
     try:
         cfg = _node_config(args)
     except ConfigError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"warren: {exc}", file=sys.stderr)
         return EX_CONFIG
     try:
         tune_node_process()
     except ValueError as exc:  # WARREN_GC_THRESHOLDS unreadable: named in the text
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"warren: {exc}", file=sys.stderr)
         return EX_CONFIG
     from transports.zmq import node_process_io
 
@@ -123,10 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     start = node_sub.add_parser("start", help="run one broker node")
     start.add_argument("--name", default=None, help="name@host:port")
     start.add_argument("--config", default=None, help="JSON or TOML file with the same keys")
-    start.add_argument("--amqp-port", type=int, default=None)
+    # flags are read as text and checked with the file's keys (broker.config_schema)
+    start.add_argument("--amqp-port", default=None)
     start.add_argument("--data-dir", default=None)
     start.add_argument("--peers", default=None, help="comma-separated node names")
-    start.add_argument("--net-ticktime", type=float, default=None)
+    start.add_argument("--net-ticktime", default=None)
     start.add_argument("--backend", default=None, help="memory | quorum | module:factory")
     start.add_argument("--cookie", default=None)
     start.add_argument("--bare", action="store_true",

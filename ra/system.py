@@ -61,44 +61,6 @@ def default_config(name: str = "default") -> dict[str, Any]:
     }
 
 
-#: the system config keys a node's configuration may set (spec §21.1), with their types;
-#: the disk keys matter only for a system with a ``data_dir``
-SETTABLE_KEYS: dict[str, type] = {
-    "wal_max_size_bytes": int,
-    "wal_max_batch_size": int,
-    "wal_sync_method": str,
-    "wal_compute_checksums": bool,
-    "wal_pre_allocate": bool,
-    "segment_max_entries": int,
-    "segment_compute_checksums": bool,
-    "snapshot_chunk_size": int,
-    "receive_snapshot_timeout": int,
-    "default_max_pipeline_count": int,
-    "default_max_append_entries_rpc_batch_size": int,
-    "low_priority_commands_flush_size": int,
-    "machine_upgrade_strategy": str,
-}
-_CHOICES = {"wal_sync_method": ("datasync", "sync", "none"),
-            "machine_upgrade_strategy": ("all", "quorum")}
-
-
-def check_settable(keys: dict[str, Any]) -> None:
-    """ValueError naming the first key of `keys` a node may not set or whose value is
-    of the wrong type or not one of its choices."""
-    for key, value in keys.items():
-        kind = SETTABLE_KEYS.get(key)
-        if kind is None:
-            raise ValueError(f"unknown Ra system key {key!r} "
-                             f"(known: {', '.join(sorted(SETTABLE_KEYS))})")
-        # a bool is an int to isinstance, but not a size
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ValueError(f"Ra system key {key!r} must be of type {kind.__name__}, "
-                             f"got {value!r}")
-        if key in _CHOICES and value not in _CHOICES[key]:
-            raise ValueError(f"Ra system key {key!r} is one of "
-                             f"{', '.join(_CHOICES[key])}, got {value!r}")
-
-
 def memory_wal_start(handle: SystemHandle) -> Any:
     """The default ``wal_start``: the in-memory WAL on the system's disk."""
     return wal_memory.start_link(handle.disk, handle.wal_name,
@@ -108,8 +70,9 @@ def memory_wal_start(handle: SystemHandle) -> Any:
 def disk_system_config(data_dir: str, name: str = "default", **keys: Any) -> dict[str, Any]:
     """A system config whose servers are durable in `data_dir` (one per node).
 
-    Further keys are system config keys of spec §21.1 (``wal_max_size_bytes``,
-    ``wal_sync_method``, ``segment_max_entries`` ...).
+    Further keys are system config keys (``wal_max_size_bytes``, ``wal_sync_method``,
+    ``segment_max_entries`` ...); a broker node declares which it takes, with their
+    ranges, in `broker.config_schema.RA_KEYS`, as RabbitMQ's schema declares ``raft.*``.
     """
     return {"name": name, "data_dir": data_dir, **keys}
 

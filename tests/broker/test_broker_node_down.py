@@ -66,7 +66,8 @@ def test_bad_config_is_refused_before_starting(tmp_path: Path) -> None:
     try:
         assert b.proc.wait(30) == 78
         log = Path(b.proc.log_path).read_text()  # type: ignore[attr-defined]
-        assert "node name must be name@host:port, got 'no-port-here'" in log
+        assert ("config key name: expected a node name name@host:port (port 1 to 65535), "
+                "got 'no-port-here'") in log
     finally:
         stop_all([b])
 
@@ -80,7 +81,7 @@ def test_unreadable_gc_thresholds_are_refused_before_starting(
     try:
         assert b.proc.wait(30) == 78
         log = Path(b.proc.log_path).read_text()  # type: ignore[attr-defined]
-        assert ("Error: WARREN_GC_THRESHOLDS='often': expected three non-negative integers, "
+        assert ("warren: WARREN_GC_THRESHOLDS='often': expected three non-negative integers, "
                 "such as 5000,10,100") in log
     finally:
         stop_all([b])
@@ -91,7 +92,7 @@ def test_unknown_config_keys_are_named(tmp_path: Path) -> None:
 
     cfg = tmp_path / "node.json"
     cfg.write_text(json.dumps({"name": "a@127.0.0.1:1", "amqp-port": 1, "colour": "blue"}))
-    with pytest.raises(ConfigError, match="unknown config keys: colour"):
+    with pytest.raises(ConfigError, match="config key colour: not a known key"):
         load(cfg)
 
 
@@ -106,14 +107,14 @@ def test_ra_system_keys_come_from_the_ra_table(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("ra, message", [
-    ({"wal_preallocate": True}, "unknown Ra system key 'wal_preallocate'"),
+    ({"wal_preallocate": True}, "config key ra.wal_preallocate: not a known key"),
     ({"wal_pre_allocate": "yes"},
-     "Ra system key 'wal_pre_allocate' must be of type bool, got 'yes'"),
+     "config key ra.wal_pre_allocate: expected true or false, got 'yes'"),
     ({"wal_max_size_bytes": True},
-     "Ra system key 'wal_max_size_bytes' must be of type int, got True"),
+     "config key ra.wal_max_size_bytes: expected an integer of at least 1, got True"),
     ({"wal_sync_method": "often"},
-     "Ra system key 'wal_sync_method' is one of datasync, sync, none, got 'often'"),
-    ([1], "ra must be a table of Ra system keys, got \\[1\\]"),
+     "config key ra.wal_sync_method: expected one of datasync, sync, none, got 'often'"),
+    ([1], "config key ra: expected a table of Ra system settings, got \\[1\\]"),
 ])
 def test_a_bad_ra_key_is_named(tmp_path: Path, ra: object, message: str) -> None:
     from broker.config import ConfigError, load
@@ -130,8 +131,9 @@ def test_a_bad_state_digest_period_is_named(tmp_path: Path, k: object) -> None:
 
     cfg = tmp_path / "node.json"
     cfg.write_text(json.dumps({"name": "a@127.0.0.1:1", "state_digest_every": k}))
-    with pytest.raises(ConfigError, match="state_digest_every must be an integer of at "
-                                          "least 1, got"):
+    with pytest.raises(ConfigError, match="config key state_digest_every: expected an "
+                                          "integer of at least 1, or null for the default, "
+                                          "got"):
         load(cfg)
 
 
