@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
-from analysis import load, metrics, model, report, runner, uris
+from analysis import load, metrics, model, report, runner, uris, verdict_table
 from analysis.checks import down_latency, where
 from analysis.load import History
 from analysis.model import Params
@@ -28,15 +28,15 @@ TOP_VIOLATIONS = 20
 SUMMARY_SCHEMA = 1
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
-    """The verdict table as aligned text for the terminal."""
-    cols = ["check", "status", "examined", "violations", "sample", "note"]
-    cells = [[str(r[c]) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    line = " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
-    sep = "-+-".join("-" * w for w in widths)
-    body = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join([line, sep, *body])
+TABLE_COLUMNS = ("check", "status", "examined", "violations", "sample", "note")
+
+
+def format_table(rows: list[dict[str, Any]], width: int | None = None) -> str:
+    """The verdict table as aligned text, fitted to `width` columns (default: the
+    terminal's); the notes in full are in `summary.json` and `report.html`."""
+    cells = [[r.get(c) for c in TABLE_COLUMNS] for r in rows]
+    return verdict_table.fit(TABLE_COLUMNS, cells,
+                             width or verdict_table.terminal_width()).text
 
 
 def analyze_history(h: History, out: Path, params: Params | None = None,

@@ -16,6 +16,7 @@ import argparse
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -24,7 +25,6 @@ from actors import Node
 from transports.tick import TickConfig
 
 EX_USAGE = 64
-EX_CONFIG = 78
 
 
 def make_node(name: str, ticktime: float, data_dir: str | None = None,
@@ -47,50 +47,107 @@ def _node_config(args: argparse.Namespace) -> Any:
     return config.load(args.config, flags)
 
 
-def _node_start(args: argparse.Namespace) -> int:
-    from actors.gc_policy import tune_node_process
-    from broker.config import ConfigError
-    from broker.node import BrokerNode
+def _open_node(cfg: Any) -> Node:
+    """The node with its distribution port bound; `StartupError` when the port is not
+    free (a node of this name already runs, say), with nothing left running."""
+    import zmq
+
+    from broker.startup import distribution_failure
+    from transports.zmq import ZmqTransport, node_process_io
+
+    transport = ZmqTransport(tick=TickConfig(net_ticktime=cfg.net_ticktime),
+                             cookie=cfg.cookie, io=node_process_io())
+    node = Node(cfg.name, transport=transport, data_dir=cfg.data_dir)
+    try:
+        return node.start()
+    except zmq.ZMQError as exc:
+        node.stop("shutdown")
+        raise distribution_failure(cfg.name, exc) from None
+
+
+def _start_broker(cfg: Any, node: Node) -> Any:
+    """`BrokerNode.start` from a process of `node`; `StartupError` when it fails."""
+    from broker.node import BrokerNode, BrokerStartError
+    from broker.startup import EX_SOFTWARE, StartupError, listener_failure
 
     try:
-        cfg = _node_config(args)
+        return BrokerNode(cfg, node).start()
+    except BrokerStartError as exc:
+        known = listener_failure(exc.reason)
+        if known is not None:
+            raise known from None
+        raise StartupError(f"node {cfg.name} failed to start: {exc.reason!r}",
+                           EX_SOFTWARE) from None
+
+
+def _node_start(args: argparse.Namespace) -> int:
+    """Run one node until SIGTERM / SIGINT. A node that cannot start prints one line
+    (``warren: ...``) on stderr and exits with `broker.startup`'s status, having
+    written no ``ready`` line or file; its log up to then is held (`broker.held_log`)."""
+    from broker.config import ConfigError
+    from broker.held_log import HeldLog
+    from broker.startup import EX_CONFIG, EX_SOFTWARE, StartupError
+
+    held = HeldLog()
+    if not args.verbose:
+        held.hold()
+    try:
+        return _run_node(args, lambda: held.release(write=True))
     except ConfigError as exc:
-        print(f"warren: {exc}", file=sys.stderr)
+        held.release(write=False)
+        print(f"warren: {exc}", file=sys.stderr, flush=True)
         return EX_CONFIG
+    except StartupError as exc:
+        held.release(write=False)
+        print(f"warren: {exc}", file=sys.stderr, flush=True)
+        return exc.code
+    except Exception as exc:  # the start's own bug: its log, one line, the traceback with -v
+        held.release(write=True)
+        logging.getLogger("warren").debug("node start failed", exc_info=True)
+        text = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+        print(f"warren: cannot start the node: {text}", file=sys.stderr, flush=True)
+        return EX_SOFTWARE
+
+
+def _run_node(args: argparse.Namespace, up: Callable[[], None]) -> int:
+    """Start the node (`up` is called once it is), then run it until told to stop."""
+    from actors.gc_policy import tune_node_process
+    from broker.config import ConfigError
+    from broker.startup import prepare_data_dir
+
+    cfg = _node_config(args)
     try:
         tune_node_process()
     except ValueError as exc:  # WARREN_GC_THRESHOLDS unreadable: named in the text
-        print(f"warren: {exc}", file=sys.stderr)
-        return EX_CONFIG
-    from transports.zmq import node_process_io
-
-    node = make_node(cfg.name, cfg.net_ticktime, cfg.data_dir, cfg.cookie, io=node_process_io())
+        raise ConfigError(str(exc)) from None
+    if cfg.data_dir is not None:
+        prepare_data_dir(cfg.data_dir)
+    node = _open_node(cfg)
     stop = gevent.event.Event()
     gevent.signal_handler(signal.SIGTERM, stop.set)
     gevent.signal_handler(signal.SIGINT, stop.set)
     log = logging.getLogger("warren")
     if args.bare:
+        up()
         log.info("node %s up (creation %d)", node.name, node.creation)
         stop.wait()
         node.stop("shutdown")
         return 0
-    with node.attached():
-        try:
-            broker = BrokerNode(cfg, node).start()
-        except Exception as exc:
-            print(f"failed {exc}", flush=True)
-            node.stop("shutdown")
-            return 1
-        broker.write_ready()
-        print(f"ready {node.creation} {broker.amqp_port} {broker.formation}", flush=True)
-        log.info("node %s up (creation %d)", node.name, node.creation)
-        stop.wait()
-        import actors
+    try:
+        with node.attached():
+            broker = _start_broker(cfg, node)
+            broker.write_ready()
+            up()
+            print(f"ready {node.creation} {broker.amqp_port} {broker.formation}", flush=True)
+            log.info("node %s up (creation %d)", node.name, node.creation)
+            stop.wait()
+            import actors
 
-        actors.unlink(broker.sup)
-        actors.exit(broker.sup, "shutdown")
-        gevent.sleep(0.2)
-    node.stop("shutdown")
+            actors.unlink(broker.sup)
+            actors.exit(broker.sup, "shutdown")
+            gevent.sleep(0.2)
+    finally:
+        node.stop("shutdown")
     return 0
 
 

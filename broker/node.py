@@ -39,7 +39,7 @@ from broker.users import ReplicatedUsers
 from channel.config import BrokerContext, Config
 from supervision import supervisor
 
-__all__ = ["RUNNING", "BrokerNode", "broker_of"]
+__all__ = ["RUNNING", "BrokerNode", "BrokerStartError", "broker_of"]
 
 log = logging.getLogger("warren.broker")
 
@@ -48,6 +48,14 @@ SUP = "warren_sup"
 NET = "warren_net"
 RA_SYSTEM = "default"
 DLX_SUP = "rabbit_fifo_dlx_sup"
+
+
+class BrokerStartError(RuntimeError):
+    """`warren_sup` did not start; `reason` is the supervisor's error reason."""
+
+    def __init__(self, node: str, reason: Any) -> None:
+        super().__init__(f"node {node} failed to start: {reason!r}")
+        self.reason = reason
 
 
 def broker_of(node_name: str | None = None) -> BrokerNode:
@@ -132,12 +140,20 @@ def _recover_queue_members(broker: BrokerNode) -> None:
 
 
 class ListenerServer(GenServer):
+    """The AMQP listener. A port it cannot bind stops the node's start with
+    `rabbit_networking`'s reason, ``("could_not_start_listener", host, port, posix)``."""
+
     def init(self, broker: BrokerNode) -> Any:
+        from broker.startup import posix_reason
         from channel.listener import Listener
 
         actors.process_flag("trap_exit", True)
         cfg = broker.config
-        broker.listener = Listener(broker.ctx, cfg.amqp_host, cfg.amqp_port).start()
+        try:
+            broker.listener = Listener(broker.ctx, cfg.amqp_host, cfg.amqp_port).start()
+        except OSError as exc:
+            return ("stop", ("could_not_start_listener", cfg.amqp_host, cfg.amqp_port,
+                             posix_reason(exc)))
         return ("ok", broker)
 
     def terminate(self, _reason: Any, broker: BrokerNode) -> None:
@@ -275,21 +291,29 @@ class BrokerNode:
         ]
 
     def start(self) -> BrokerNode:
-        """Start `warren_sup` (from a process of the node); blocks until formed."""
+        """Start `warren_sup` (from a process of the node); blocks until formed.
+
+        A child that fails to start stops the children started before it, and this
+        raises `BrokerStartError` with the supervisor's reason; the calling process
+        lives on (it traps the supervisor's exit while starting it)."""
         RUNNING[self.node.name] = self
         if self.dlx_env is not None:
             from channel import qq_dead_letter
 
             qq_dead_letter.install(self.node.name, self.dead_letter_publisher)
         sup = _Flags(("one_for_all", 0, 1), self.children())
-        result = supervisor.start_link(sup, None, name=SUP)
+        trapping = actors.process_flag("trap_exit", True)
+        try:
+            result = supervisor.start_link(sup, None, name=SUP)
+        finally:
+            actors.process_flag("trap_exit", trapping)
         if result[0] != "ok":
             RUNNING.pop(self.node.name, None)
             if self.dlx_env is not None:
                 from channel import qq_dead_letter
 
                 qq_dead_letter.uninstall(self.node.name)
-            raise RuntimeError(f"node {self.node.name} failed to start: {result!r}")
+            raise BrokerStartError(self.node.name, result[1] if len(result) > 1 else result)
         self.sup = result[1]
         return self
 

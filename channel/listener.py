@@ -47,7 +47,9 @@ class Listener:
         self._server = StreamServer((host, port), self._accept)
 
     def start(self) -> Listener:
-        """Start `connections_sup` (owned by a process of the node), then accept."""
+        """Bind the port, start `connections_sup` (owned by a process of the node), then
+        accept. A port that cannot be bound raises `OSError` before anything started."""
+        self._server.init_socket()
         started: AsyncResult = AsyncResult()
         self._owner = self.ctx.node.spawn(self._owner_main, (started,))
         self.connections_sup = started.get(timeout=STOP_TIMEOUT_S)

@@ -31,8 +31,9 @@ import pika
 import pika.exceptions
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
+from analysis import verdict_table as verdict_text
 from analysis.compact import compact
 from analysis.recorder import Recorder
 from harness import procs
@@ -253,7 +254,7 @@ def _analyze(result: RunResult, scenario: Scenario, out: Console,
         result.exit_code = EXIT_UNKNOWN
     else:
         result.exit_code = EXIT_PASS
-    out.print(verdict_table(scenario, result.summary))
+    out.print(verdict_table(scenario, result.summary, out.width))
     for line in result.unmet + result.problems:
         out.print(f"[yellow]- {line}[/]")
     out.print(f"valid: {result.summary.get('valid')}   report: {result.report}")
@@ -278,15 +279,25 @@ def unmet_expectations(scenario: Scenario, summary: dict[str, Any]) -> list[str]
 STYLE = {"pass": "green", "fail": "red", "unknown": "yellow", "skipped": "dim"}
 
 
-def verdict_table(scenario: Scenario, summary: dict[str, Any]) -> Table:
-    table = Table(title=f"{scenario.name}: verdicts")
-    for col in ("check", "status", "expected", "examined", "violations", "sample", "note"):
-        table.add_column(col)
-    for check, row in summary.get("checks", {}).items():
-        status = str(row.get("status"))
-        table.add_row(check, f"[{STYLE.get(status, 'white')}]{status}[/]",
-                      scenario.expect.get(check, ""), str(row.get("examined", "")),
-                      str(row.get("violations", "")),
-                      ",".join(str(s) for s in row.get("sample", [])[:5]),
-                      str(row.get("note") or ""))
-    return table
+VERDICT_COLUMNS = ("check", "status", "expected", "examined", "violations", "sample", "note")
+
+
+def verdict_table(scenario: Scenario, summary: dict[str, Any], width: int) -> Text:
+    """The verdicts beside the expectations, fitted to `width` columns with each status
+    coloured (whole notes are in the report)."""
+    checks = summary.get("checks", {})
+    rows = [[check, str(row.get("status")), scenario.expect.get(check, ""),
+             row.get("examined", ""), row.get("violations", ""),
+             ",".join(str(s) for s in row.get("sample", [])[:5]), row.get("note") or ""]
+            for check, row in checks.items()]
+    table = verdict_text.fit(VERDICT_COLUMNS, rows, width)
+    text = Text(f"{scenario.name}: verdicts\n")
+    start, end = table.spans["status"]
+    status_lines = dict(zip(table.row_lines, (r[1] for r in rows), strict=True))
+    for i, line in enumerate(table.lines):
+        part = Text(line + "\n")
+        if i in status_lines:
+            part.stylize(STYLE.get(status_lines[i], "white"), start, end)
+        text.append_text(part)
+    text.rstrip()
+    return text

@@ -7,13 +7,17 @@ windows) and no process behind.
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 from rich.console import Console
 
-from harness.runner import run_scenario, unmet_expectations
+from analysis.model import CHECKS
+from harness.runner import RunResult, _analyze, run_scenario, unmet_expectations
 from harness.scenarios import SCENARIOS, ClientSpec, FaultSpec, QueueSpec, Scenario
 
 
@@ -93,3 +97,27 @@ def test_expectations_are_compared_with_the_verdicts() -> None:
     assert unmet_expectations(s, summary) == [
         "replica_determinism: expected pass, got unknown",
         "flow_not_stuck: fail (2 violations)"]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_verdict_table_fits_the_console(tmp_path: Path, width: int) -> None:
+    """The runner prints the verdicts fitted to its console: no line wider than it and
+    every check named in full, long notes cut (they are whole in the report)."""
+    note = ("2 decisions and 2 client deliveries not decidable: the sender's history has "
+            "a hole (killed before its buffer was written)")
+    checks = {c: {"status": "unknown" if i % 2 else "pass", "examined": 1000 * i,
+                  "violations": 0, "sample": [2**36 * k for k in range(1, 6)],
+                  "note": note if i % 2 else ""} for i, c in enumerate(CHECKS)}
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "summary.json").write_text(
+        json.dumps({"valid": "unknown", "checks": checks}))
+    out = Console(width=width, file=io.StringIO(), record=True)
+    _analyze(RunResult(tmp_path, 0), SCENARIOS["poison-message"], out, None,
+             analyzer=lambda run_dir: 2)
+    lines = out.export_text().splitlines()
+    assert max(len(line) for line in lines) <= width
+    for check in CHECKS:
+        assert any(re.search(rf"(^|\W){check}(\W|$)", line) for line in lines), check
+    # a note is cut on one line, not wrapped a word or two a line
+    assert sum("2 decisions and 2 client deliveries" in line for line in lines) == \
+        len(CHECKS) // 2
