@@ -3,6 +3,7 @@
 ```
 warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core child stops the node)
 ├── net                      node monitor: which peers are up (nodeup / nodedown)
+├── queue_deleter            deletes the quorum queues this node leads once they expire
 ├── ra_systems_sup           the Ra system: WAL, segment writer, ra_server_sup_sup
 ├── warren_metadata_view     joins or forms the metadata cluster, keeps the node's copy
 ├── rabbit_alarm             memory and disk monitors -> alarm hub (cluster-wide)
@@ -27,6 +28,7 @@ from typing import Any
 import actors
 from actors import Node, gen_server
 from actors.gen_server import GenServer
+from broker import queue_expiry
 from broker.alarms import ALARM_SERVER, AlarmServer
 from broker.config import NodeConfig
 from broker.formation import form_or_join
@@ -280,6 +282,7 @@ class BrokerNode:
             # the recorder first: what Ra recovers at boot is history too
             _gen(RecorderServer, self, "recorder"),
             _gen(NetServer, self, NET),
+            *queue_expiry.child_specs(self.backend),
             {"id": "ra_systems_sup", "type": "supervisor",
              "start": (_start_ra, [self.ra_config()])},
             {**_gen(MetadataServer, self, PROJECTION), "shutdown": 5000},

@@ -44,6 +44,7 @@ from channel.consumer_args import check_consume_arguments, consumer_priority
 from channel.consumer_timeout import queue_timeout
 from channel.errors import AmqpError, erlang_term, rs
 from channel.limits import QueueLimits
+from channel.qq_delete import delete_queue
 from channel.qq_message import QqMessage
 from channel.queue_args import (
     Declared,
@@ -58,7 +59,7 @@ from fifo import client, client_owner
 from fifo.client_effects import Out
 from fifo.client_records import SOFT_LIMIT, ClientState, init
 from fifo.commands import make_purge
-from fifo.queries import query_processes, query_stat
+from fifo.queries import query_stat
 from fifo.replica_trace import warren_id
 from ra import api
 
@@ -302,18 +303,8 @@ class QuorumSession:
                     "NOT_IMPLEMENTED",
                     f"cannot delete {self._where(name)}. queue.delete operations with {flag} "
                     "flag set are not supported by quorum queues")
-        servers = self._servers(record)
-        ready = self._stat(record, self.b.command_timeout)[0]
-        found = api.leader_query(servers, query_processes, self.b.command_timeout)
-        pids = found[1][1] if found[0] == "ok" else []
-        self.b.registry.delete(self.vhost, name)
-        # the machine's `eol` (state_enter eol) is not produced by a force delete:
-        # send it to every enqueuer and consumer as the queue's last words
-        for pid in pids:
-            actors.send(pid, ("ra_event", record.servers[0], ("machine", "eol")))
-        if self.b.on_deleted is not None:
-            self.b.on_deleted(self.vhost, name)
-        return int(ready)
+        return delete_queue(self.b.registry, self.vhost, name, timeout=self.b.command_timeout,
+                            on_deleted=self.b.on_deleted)
 
     def purge(self, name: str) -> int:
         record = self._record(name)

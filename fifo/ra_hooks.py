@@ -5,15 +5,17 @@
 ``mod_call`` inside the leader's process, so each name needs a target in
 warren. Counters and log lines become trace points (``actors.trace.emit``) and
 log records; the calls that belong to the broker's queue metadata (consumer
-metrics, decorators, deleting an expired queue) are recorded the same way until
-the broker package owns them. None of them may block: they run in the Ra
-server's process.
+metrics, decorators) are recorded the same way until the broker package owns
+them. None of them may block: they run in the Ra server's process.
 
 ``dead_letter_publish`` (at-most-once dead lettering) needs the node's exchanges
 and queues, which `fifo` does not know: the node installs a publisher for it
 (`set_dead_letter_publisher`, keyed by node name because several nodes may
 share one OS process). Without one, dead letters are dropped and counted as
-``disabled``.
+``disabled``. ``spawn_deleter`` (the machine's request to delete a queue that
+expired) needs the node's queue table too: the node installs a deleter
+(`set_queue_deleter`, `channel.qq_delete`); without one the request is only
+recorded.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "rabbit_global_counters",
     "rabbit_quorum_queue",
     "set_dead_letter_publisher",
+    "set_queue_deleter",
 ]
 
 log = logging.getLogger("warren.fifo")
@@ -46,6 +49,18 @@ def set_dead_letter_publisher(node_name: str, publisher: Callable[..., None] | N
         _PUBLISHERS.pop(node_name, None)
     else:
         _PUBLISHERS[node_name] = publisher
+
+
+#: node name -> ``delete(queue_resource)``, which must not block
+_DELETERS: dict[str, Callable[[Any], None]] = {}
+
+
+def set_queue_deleter(node_name: str, deleter: Callable[[Any], None] | None) -> None:
+    """Install (or with None remove) the node's deleter of expired queues."""
+    if deleter is None:
+        _DELETERS.pop(node_name, None)
+    else:
+        _DELETERS[node_name] = deleter
 
 
 def _record(kind: str, fun: str, args: tuple[Any, ...]) -> None:
@@ -68,8 +83,13 @@ class _QuorumQueue:
     def handle_tick(self, *args: Any) -> None:
         _record("fifo_queue_hook", "handle_tick", args)
 
-    def spawn_deleter(self, *args: Any) -> None:
-        _record("fifo_queue_hook", "spawn_deleter", args)
+    def spawn_deleter(self, queue_resource: Any) -> None:
+        _record("fifo_queue_hook", "spawn_deleter", (queue_resource,))
+        deleter = _DELETERS.get(actors.node())
+        if deleter is None:
+            log.debug("no queue deleter on %s: expired %r kept", actors.node(), queue_resource)
+            return
+        deleter(queue_resource)
 
     def dead_letter_publish(self, exchange: Any, routing_key: Any, queue_resource: Any,
                             reason: str, msgs: list[Any]) -> None:
