@@ -115,17 +115,22 @@ def test_redeclaring_with_another_queue_type_or_other_arguments_is_inequivalent(
     locked = (f"RESOURCE_LOCKED - cannot obtain exclusive access to locked queue '{queue}' in "
               "vhost '/'. It could be originally declared on another connection or the "
               "exclusive property value does not match that of the original declaration.")
-    # reply texts are cut to 255 characters
+    # a reply text over 255 characters keeps its first 252 and ends in "..."
     assert refused(amqp, queue, node=0, exclusive=True, arguments={"x-max-length": 10}) == (
-        405, locked[:255])
+        405, locked if len(locked) <= 255 else locked[:252] + "...")
     assert refused(amqp, queue, node=1, arguments={"x-max-length": 20}) == (
         406, f"{PF}inequivalent arg 'x-max-length' {where}: received '20' but current is '10'")
     assert refused(amqp, queue, node=1) == (
         406, f"{PF}inequivalent arg 'x-max-length' {where}: "
         "received none but current is the value '10' of type 'signedint'")
-    # an equivalent re-declare (the queue type implied by the node default) is fine
+    # without x-queue-type a re-declare asks for the default queue type, classic
+    ch = amqp.blocking(1).channel()
+    assert closed_by_broker(lambda: ch.queue_declare(
+        queue, durable=True, arguments={"x-max-length": 10})) == (
+        406, f"{PF}inequivalent arg 'x-queue-type' {where}: "
+        "received 'classic' but current is 'quorum'")
     ok = amqp.blocking(1).channel().queue_declare(queue, durable=True,
-                                                  arguments={"x-max-length": 10})
+                                                  arguments={**QQ, "x-max-length": 10})
     assert (ok.method.queue, ok.method.message_count, ok.method.consumer_count) == (queue, 0, 0)
 
 
