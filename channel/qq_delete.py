@@ -92,6 +92,8 @@ class QueueDeleter:
     def _delete(self, key: tuple[str, str]) -> None:
         vhost, name = key
         try:
+            if self.registry.lookup(vhost, name) is None:
+                return  # a tick of a member that is being deleted already
             ready = delete_queue(self.registry, vhost, name, timeout=self.timeout,
                                  on_deleted=self.on_deleted)
             log.info("quorum queue '%s' in vhost '%s' expired and was deleted "
