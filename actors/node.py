@@ -56,7 +56,7 @@ def new_creation(data_dir: str | None = None, name: str = "node") -> int:
     previous = None
     path = None
     if data_dir is not None:
-        os.makedirs(data_dir, exist_ok=True)
+        os.makedirs(data_dir, mode=0o700, exist_ok=True)  # a data dir is its owner's only
         path = os.path.join(data_dir, f"{name.replace('/', '_')}.creation")
         try:
             with open(path) as f:
@@ -69,7 +69,9 @@ def new_creation(data_dir: str | None = None, name: str = "node") -> int:
             break
     if path is not None:
         tmp = path + ".tmp"
-        with open(tmp, "w") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as f:
             f.write(str(value))
             f.flush()
             os.fsync(f.fileno())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -330,12 +331,15 @@ class BrokerNode:
             return
         import json
 
+        from ra.durable import make_dirs, open_private
+
         path = Path(self.config.data_dir)
-        path.mkdir(parents=True, exist_ok=True)
+        make_dirs(str(path))
         tmp = path / "ready.tmp"
-        tmp.write_text(json.dumps({"node": self.node.name, "amqp_port": self.amqp_port,
-                                   "creation": self.node.creation,
-                                   "formation": self.formation}))
+        fd = open_private(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps({"node": self.node.name, "amqp_port": self.amqp_port,
+                                "creation": self.node.creation, "formation": self.formation}))
         tmp.replace(path / "ready")
 
 

@@ -43,6 +43,7 @@ from actors import NotAProcess
 from ra import segment as ra_segment
 from ra import seq as ra_seq
 from ra import snapshot_store
+from ra.durable import make_dirs
 from ra.log import (
     DEFAULT_MAX_CHECKPOINTS,
     DEFAULT_MIN_CHECKPOINT_INTERVAL,
@@ -88,7 +89,7 @@ class DiskLog(LogBase):
         self.min_checkpoint_interval = min_checkpoint_interval
         self.max_checkpoints = max_checkpoints
         self._fsync = fsync
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         self.meta = LogMeta(directory, fsync)
         self._reader = ra_segment.SegmentReader()
         #: effective segment intervals ``(lo, hi, file name)``, sorted, disjoint

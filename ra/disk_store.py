@@ -36,7 +36,7 @@ import cloudpickle
 from ra import segment_writer as ra_sw
 from ra import wal as ra_wal
 from ra.disk_log import DiskLog
-from ra.durable import replace_file
+from ra.durable import make_dirs, replace_file, restrict_tree
 from ra.log_ets import LogEts
 from ra.log_meta import LogMeta
 
@@ -69,7 +69,8 @@ class DiskStore:
     def __init__(self, data_dir: str, wal_sync_method: str = "datasync") -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.wal_dir = os.path.join(self.data_dir, WAL_DIR)
-        os.makedirs(self.wal_dir, exist_ok=True)
+        restrict_tree(self.data_dir)
+        make_dirs(self.wal_dir)
         self.log_ets = LogEts()
         #: the WAL's syncs (one per batch) and every other sync (segments, snapshots, meta)
         self.wal_sync = SyncCounter(_SYNC[wal_sync_method])
@@ -99,7 +100,7 @@ class DiskStore:
     def register_server(self, uid: str, name: str, config: dict[str, Any]) -> None:
         """Write the server's ``config`` file, then its name: a name always has a config."""
         directory = self.server_dir(uid)
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         replace_file(os.path.join(directory, CONFIG_FILE),
                      cloudpickle.dumps(dict(config)), self.other_sync)
         self._names[name] = uid

@@ -17,7 +17,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
-from ra.durable import replace_file
+from ra.durable import make_dirs, replace_file
 
 META_FILE = "meta"
 KEYS = ("current_term", "voted_for", "last_applied")
@@ -59,7 +59,7 @@ class LogMeta:
     def sync(self) -> None:
         if not self.dirty:
             return
-        os.makedirs(self.directory, exist_ok=True)
+        make_dirs(self.directory)
         replace_file(self.path, pickle.dumps(self._values, protocol=5), self._fsync)
         self.dirty = False
 

@@ -37,6 +37,7 @@ from actors.pid import Pid, ProcessExit, Ref
 from actors.process import Process
 from ra import segment as ra_segment
 from ra import seq as ra_seq
+from ra.durable import make_dirs
 from ra.log_ets import LogEts
 from ra.types import Entry
 
@@ -195,7 +196,7 @@ class SegmentWriter:
         with self._lock:
             if self.stopped:
                 raise WriterStopped(directory)
-            os.makedirs(directory, exist_ok=True)
+            make_dirs(directory)
             if directory not in self._cleaned:
                 # under the lock no job is writing here: temporary files are debris
                 for name in os.listdir(directory):

@@ -24,7 +24,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from ra.durable import fsync_dir, write_file
+from ra.durable import fsync_dir, make_dirs, write_file
 
 log = logging.getLogger("warren.ra.snapshot")
 
@@ -79,11 +79,11 @@ def write(base: str, kind_dir: str, meta: dict[str, Any], state: Any, *, sync: b
           fsync: Callable[[int], None] = os.fsync) -> str:
     """Write a snapshot (or checkpoint) under ``base/kind_dir``; returns its directory."""
     parent = os.path.join(base, kind_dir)
-    os.makedirs(parent, exist_ok=True)
+    make_dirs(parent)
     final = os.path.join(parent, dir_name(int(meta["index"]), int(meta["term"])))
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    make_dirs(tmp)
     write_file(os.path.join(tmp, FILE), encode(meta, state), fsync if sync else None)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
@@ -103,7 +103,7 @@ def promote(base: str, idx: int, term: int, *,
     finally:
         os.close(fd)
     parent = os.path.join(base, SNAPSHOTS)
-    os.makedirs(parent, exist_ok=True)
+    make_dirs(parent)
     dst = os.path.join(parent, name)
     shutil.rmtree(dst, ignore_errors=True)
     os.replace(src, dst)

@@ -52,6 +52,7 @@ from actors.pid import Pid, ProcessExit, Ref
 from actors.process import Process
 from ra import seq as ra_seq
 from ra import wal_file
+from ra.durable import make_dirs, open_private
 from ra.log_base import WalDown
 from ra.log_ets import LogEts
 from ra.packed import own_batch
@@ -183,7 +184,7 @@ class Wal:
     # ---- start and recovery (spec §15.4) ---------------------------------
 
     def recover(self) -> None:
-        os.makedirs(self.cfg.dir, exist_ok=True)
+        make_dirs(self.cfg.dir)
         self.writers = self._load_writers()
         self.ets.reset_mem_tables()
         files = sorted(
@@ -226,7 +227,7 @@ class Wal:
     def _save_writers(self) -> None:
         path = os.path.join(self.cfg.dir, WRITERS_SNAPSHOT)
         tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
+        with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as f:
             pickle.dump(self.writers, f, protocol=5)
             f.flush()
             self.fsync(f.fileno())
@@ -237,7 +238,7 @@ class Wal:
         path = os.path.join(self.cfg.dir, wal_file.file_name(self.file_no))
         # writes go one after another from the header on: a pre-allocated file is
         # already as long as its limit, so appending at its end would skip the space
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.write(self.fd, wal_file.HEADER)
         self.size = len(wal_file.HEADER)
         self.file_uids = set()

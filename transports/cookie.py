@@ -53,6 +53,7 @@ def load_cookie(
     except FileExistsError:
         pass
     else:
+        os.fchmod(fd, 0o600)  # the umask may have taken the owner's write bit away
         with os.fdopen(fd, "w") as f:
             f.write(_random_cookie())
     mode = path.stat().st_mode
