@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from channel.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
+
 __all__ = ["EX_DATAERR", "EX_SOFTWARE", "EX_UNAVAILABLE", "EX_USAGE", "add_parser", "run"]
 
 EX_USAGE = 64
@@ -29,6 +31,11 @@ def _q(args: argparse.Namespace) -> tuple[Any, ...]:
     return (args.vhost, args.queue)
 
 
+def _hashed(password: str) -> tuple[str, str]:
+    """(password hash, hashing algorithm) as the user's record keeps them."""
+    return hash_password(password), DEFAULT_HASHING_ALGORITHM
+
+
 # command -> (function name in broker.ctl_ops, arguments from the parsed flags)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]] = {
     "cluster_status": ("cluster_status", lambda a: ()),
@@ -37,7 +44,11 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]]
     "list_exchanges": ("list_exchanges", lambda a: (a.vhost,)),
     "list_policies": ("list_policies", lambda a: (a.vhost,)),
     "list_connections": ("list_connections", lambda a: ()),
-    "add_user": ("add_user", lambda a: (a.username, a.password)),
+    # the password is hashed here, so it never leaves the CLI in clear
+    "add_user": ("add_user", lambda a: (a.username, *_hashed(a.password))),
+    "change_password": ("change_password_hash", lambda a: (a.username, *_hashed(a.password))),
+    "clear_password": ("change_password_hash", lambda a: (a.username, "",
+                                                          DEFAULT_HASHING_ALGORITHM)),
     "delete_user": ("delete_user", lambda a: (a.username,)),
     "set_user_tags": ("set_user_tags", lambda a: (a.username, a.tags)),
     "set_permissions": ("set_permissions", lambda a: (a.vhost, a.username, a.conf, a.write,
@@ -127,10 +138,11 @@ def add_parser(sub: Any) -> None:
         p.add_argument("member_node")
     for name in ("grow", "shrink"):
         cmds.add_parser(name).add_argument("member_node")
-    au = cmds.add_parser("add_user")
-    au.add_argument("username")
-    au.add_argument("password")
-    for name in ("delete_user", "clear_permissions"):
+    for name in ("add_user", "change_password"):
+        au = cmds.add_parser(name)
+        au.add_argument("username")
+        au.add_argument("password")
+    for name in ("delete_user", "clear_permissions", "clear_password"):
         cmds.add_parser(name).add_argument("username")
     tags = cmds.add_parser("set_user_tags")
     tags.add_argument("username")

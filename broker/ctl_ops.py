@@ -310,14 +310,22 @@ def _metadata_reply(reply: Any, user: str) -> str:
     return "ok"
 
 
-def add_user(name: str, password: str) -> str:
-    """`rabbitmqctl add_user`: no tags, no permissions."""
+def add_user(name: str, password_hash: str, hashing_algorithm: str) -> str:
+    """`rabbitmqctl add_user`: no tags, no permissions. `warren ctl` hashed the
+    password before sending the command (`channel.passwords`): none travels in clear."""
     from channel.auth import User
 
     if not name:
         raise CtlError("user name cannot be empty", 64)
-    return _metadata_reply(broker_of().metadata.command(("add_user", User(name, password))),
-                           name)
+    user = User(name, password_hash, hashing_algorithm=hashing_algorithm)
+    return _metadata_reply(broker_of().metadata.command(("add_user", user)), name)
+
+
+def change_password_hash(name: str, password_hash: str, hashing_algorithm: str) -> str:
+    """`rabbitmqctl change_password` (hashed by the CLI) and `clear_password` (an
+    empty hash, which no password matches)."""
+    return _metadata_reply(broker_of().metadata.command(
+        ("change_password_hash", name, password_hash, hashing_algorithm)), name)
 
 
 def delete_user(name: str) -> str:

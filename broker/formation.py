@@ -18,12 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 import actors
-from broker.metadata import CLUSTER_NAME, MetadataMachine
+from broker.metadata import CLUSTER_NAME, LOG_INIT_ARGS, MetadataMachine
 
 __all__ = ["FormationFailed", "form_or_join", "ping", "seed_of"]
 
 log = logging.getLogger("warren.broker")
 RETRY_MS = 200
+#: every metadata member, new or restarted (a restart re-reads the config stored at
+#: its first start, which older warrens wrote without these)
+SERVER_CONFIG = {"log_init_args": LOG_INIT_ARGS}
 
 
 class FormationFailed(RuntimeError):
@@ -78,13 +81,14 @@ def _join(me: str, system: str, members: list[Any], leader: Any) -> str:
     my_id = (CLUSTER_NAME, me)
     if actors.whereis(CLUSTER_NAME) is not None:
         return "member"
-    config = {"id": my_id, "uid": api.new_uid(CLUSTER_NAME), "cluster_name": CLUSTER_NAME,
-              "initial_members": list({*members, my_id}), "machine": MetadataMachine()}
+    config = {**SERVER_CONFIG, "id": my_id, "uid": api.new_uid(CLUSTER_NAME),
+              "cluster_name": CLUSTER_NAME, "initial_members": list({*members, my_id}),
+              "machine": MetadataMachine()}
     result = api.start_server(system, config)
     if result != "ok" and not (isinstance(result, tuple) and result[1] == "not_new"):
         raise FormationFailed(f"cannot start metadata member: {result!r}")
     if result != "ok":
-        api.restart_server(system, my_id)
+        api.restart_server(system, my_id, SERVER_CONFIG)
     if my_id in members:
         return "rejoined"
     added = api.add_member(leader, my_id, 5000)
@@ -110,7 +114,7 @@ def form_or_join(peers: list[str], system: str = "default", timeout_s: float = 6
     if actors.whereis(CLUSTER_NAME) is None and CLUSTER_NAME in registered_servers_local(system):
         # A restart on a data dir that holds a member: it comes back from its own log and
         # finds the others by itself, as a RabbitMQ node restarts its metadata member.
-        result = api.restart_server(system, (CLUSTER_NAME, me))
+        result = api.restart_server(system, (CLUSTER_NAME, me), SERVER_CONFIG)
         if result == "ok":
             return "recovered"
         log.warning("metadata member not restarted: %r", result)
@@ -125,7 +129,8 @@ def form_or_join(peers: list[str], system: str = "default", timeout_s: float = 6
             return _join(me, system, list(members), leader)
         if me == seed_of([me, *others]) and all(_peer_ready(p, system) for p in others):
             ids = [(CLUSTER_NAME, n) for n in sorted([me, *others])]
-            result = api.start_cluster(system, CLUSTER_NAME, MetadataMachine(), ids, 5000)
+            result = api.start_cluster(system, CLUSTER_NAME, MetadataMachine(), ids, 5000,
+                                       SERVER_CONFIG)
             if result[0] == "ok":
                 return "formed"  # members that did not start join later
             log.warning("metadata cluster not formed yet: %r", result)

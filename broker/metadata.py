@@ -15,6 +15,15 @@ that shares what did not change. That is what makes Khepri-style
 the new state to the node's `warren_metadata` process on every member (each
 member executes it for its own node), which keeps it as the node's read
 copy. Channels route from that copy without asking Ra.
+
+Users hold salted password hashes (`channel.passwords`). A user record stored
+by an older warren held its password in clear: the leader's `tick` hands such
+records to its node (`broker.users.hash_passwords`), which hashes them off the
+machine (the salt is random, and a machine must be deterministic) and commits
+`hash_passwords`; applying it replaces each record whose password the hash
+matches and releases the log up to that entry, so the snapshot written then
+holds no cleartext and the older entries that did are deleted with the log
+below it.
 """
 
 from __future__ import annotations
@@ -28,12 +37,14 @@ from broker.policy import Policy
 from channel.auth import User, default_user
 from channel.errors import AmqpError
 from channel.exchange import Topology, _VHost
+from channel.passwords import password_matches
 from channel.permissions import Permission
 from channel.queue_registry import QueueRecord
 from channel.topic_permissions import TopicPermission
 
 __all__ = [
     "CLUSTER_NAME",
+    "LOG_INIT_ARGS",
     "PROJECTION",
     "MetadataMachine",
     "MetadataState",
@@ -45,6 +56,10 @@ CLUSTER_NAME = "warren_metadata"
 """The Ra cluster (and each member's registered name) of the metadata store."""
 PROJECTION = "warren_metadata_view"
 """Registered name of the process on each node that keeps the read copy."""
+
+LOG_INIT_ARGS = {"min_snapshot_interval": 0}
+"""The metadata members' log settings: the machine releases its log only after
+`hash_passwords`, and that snapshot must be taken however short the log is."""
 
 QueueKey = tuple[str, str]
 
@@ -97,6 +112,13 @@ class MetadataMachine:
     def which_module(self, _version: int) -> MetadataMachine:
         return self
 
+    def tick(self, _time_ms: int, s: MetadataState) -> list[Any]:
+        """On the leader: users still stored in clear go to the node to be hashed."""
+        cleartext = tuple(u for u in s.users.values() if u.is_cleartext)
+        if not cleartext:
+            return []
+        return [("mod_call", "broker.users", "hash_passwords", [cleartext])]
+
     def overview(self, s: MetadataState) -> dict[str, Any]:
         return {"vhosts": len(s.vhosts), "users": len(s.users), "queues": len(s.queues),
                 "policies": len(s.policies)}
@@ -106,7 +128,7 @@ class MetadataMachine:
         node's copy has applied the command (read-your-writes)."""
         index = meta["index"]
         try:
-            new, reply, effects = self._apply(cmd, s)
+            new, reply, effects = self._apply(cmd, s, index)
         except AmqpError as exc:
             new, reply, effects = s, ("error", (exc.name, exc.explanation)), []
         projection = ("send_msg", PROJECTION, ("metadata_state", index, new), ["local"])
@@ -114,7 +136,8 @@ class MetadataMachine:
 
     # ------------------------------------------------------------------ commands
 
-    def _apply(self, cmd: Any, s: MetadataState) -> tuple[MetadataState, Any, list[Any]]:
+    def _apply(self, cmd: Any, s: MetadataState,
+               index: int) -> tuple[MetadataState, Any, list[Any]]:
         match cmd:
             case ("add_vhost", vhost):
                 if vhost in s.vhosts:
@@ -126,6 +149,11 @@ class MetadataMachine:
                 if user.name in s.users:
                     return s, ("error", "user_already_exists"), []
                 return replace(s, users={**s.users, user.name: user}), "ok", []
+            case ("change_password_hash", name, str() as password_hash, str() as algorithm):
+                return self._update_user(s, name, password_hash=password_hash,
+                                         hashing_algorithm=algorithm)
+            case ("hash_passwords", tuple() as conversions):
+                return self._hash_passwords(s, conversions, index)
             case ("set_user_tags", name, tags):
                 return self._update_user(s, name, tags=tuple(tags))
             case ("set_permissions", name, vhost, Permission() as perm):
@@ -239,6 +267,25 @@ class MetadataMachine:
         if user is None:
             return s, ("error", "no_such_user"), []
         return replace(s, users={**s.users, name: replace(user, **changes)}), "ok", []
+
+    @staticmethod
+    def _hash_passwords(s: MetadataState, conversions: tuple[tuple[str, str, str], ...],
+                        index: int) -> tuple[MetadataState, Any, list[Any]]:
+        """Replace each cleartext record by its hash, if the hash is of that password
+        (a record changed meanwhile, or converted by an earlier command, is left).
+        When something changed, the log is released up to here: the snapshot then
+        written holds only hashes, and the entries below it go."""
+        users = dict(s.users)
+        for name, password_hash, algorithm in conversions:
+            user = users.get(name)
+            if user is not None and user.is_cleartext and password_matches(
+                    password_hash, algorithm, user.password_hash):
+                users[name] = replace(user, password_hash=password_hash,
+                                      hashing_algorithm=algorithm)
+        if users == dict(s.users):
+            return s, "ok", []
+        new = replace(s, users=users)
+        return new, "ok", [("release_cursor", index, new)]
 
     @classmethod
     def _clear_topic_permissions(cls, s: MetadataState, name: str, vhost: str,

@@ -9,10 +9,17 @@ connection and channel limits (`channel.limits`); `Users.lookup` is
 the one read path, so a broker can serve the table from its metadata store.
 A running connection re-authenticates with `connection.update-secret`
 (`reauthenticate`).
+
+A user holds a salted hash of its password, never the password
+(`channel.passwords`); its repr leaves the hash out too, so neither reaches a log,
+a trace or a crash report. Records stored by an older warren held the password
+in clear: they still log in until the metadata store converts them
+(`User.is_cleartext`, `broker.metadata`'s `hash_passwords`).
 """
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import itertools
 from collections.abc import Mapping
@@ -21,6 +28,7 @@ from typing import Any
 
 from channel.errors import AmqpError
 from channel.framing import decode_table
+from channel.passwords import DEFAULT_HASHING_ALGORITHM, hash_password, password_matches
 from channel.permissions import ALL, Permission
 from channel.topic_permissions import TopicPermission
 
@@ -33,6 +41,7 @@ __all__ = [
     "default_user",
     "is_loopback",
     "parse_response",
+    "password_ok",
     "reauthenticate",
 ]
 
@@ -50,7 +59,10 @@ class LoginRefused(Exception):
 @dataclass(frozen=True, slots=True)
 class User:
     name: str
-    password: str
+    password_hash: str = field(repr=False)
+    """base64 of ``salt ‖ H(salt ‖ password)`` (`channel.passwords`); ``""`` after
+    `clear_password`, which no password matches. In a record of an older warren
+    (`hashing_algorithm` None) this is the password itself."""
     permissions: Mapping[str, Permission] = field(default_factory=dict)
     """vhost -> permission; a vhost without an entry cannot be opened."""
     tags: tuple[str, ...] = ()
@@ -59,19 +71,40 @@ class User:
     topic_permissions: Mapping[str, Mapping[str, TopicPermission]] = field(default_factory=dict)
     """vhost -> exchange -> write / read expressions; an exchange without one is
     not restricted (`channel.topic_permissions`)."""
+    hashing_algorithm: str | None = DEFAULT_HASHING_ALGORITHM
+    """RabbitMQ's name of the hash function (`rabbit_password_hashing_sha256`); None
+    marks a record stored by an older warren, whose `password_hash` is cleartext."""
+
+    @property
+    def is_cleartext(self) -> bool:
+        """A record of an older warren, still holding its password in clear."""
+        return self.hashing_algorithm is None
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         """Unpickle a user stored by an older warren (the metadata store's log and
-        snapshots outlive upgrades): fields it did not have get their defaults."""
+        snapshots outlive upgrades): fields it did not have get their defaults.
+
+        A record without `hashing_algorithm` is one whose second field was the
+        password in clear: it is marked so (None) until the store converts it."""
         for f, value in itertools.zip_longest(fields(self), state, fillvalue=_MISSING):
             if value is _MISSING:
-                value = f.default_factory() if f.default_factory is not MISSING else f.default
+                if f.name == "hashing_algorithm":
+                    value = None
+                else:
+                    value = f.default_factory() if f.default_factory is not MISSING else f.default
             object.__setattr__(self, f.name, value)
+
+
+_DEFAULT_USER_SALT = b"gues"
+"""The default user's record is made by the metadata machine's `init` on every
+member, so its hash must be the same everywhere: a fixed salt. Its password is
+RabbitMQ's well-known default, so a fixed salt gives nothing away."""
 
 
 def default_user() -> User:
     """RabbitMQ's first boot: guest/guest, administrator, everything on `/`."""
-    return User("guest", "guest", {"/": ALL}, ("administrator",))
+    return User("guest", hash_password("guest", salt=_DEFAULT_USER_SALT), {"/": ALL},
+                ("administrator",))
 
 
 @dataclass
@@ -131,12 +164,24 @@ def check_login(users: Users, mechanism: str, response: str | bytes, peer_addres
     if mechanism not in MECHANISMS:
         raise AmqpError("COMMAND_INVALID", f"unknown authentication mechanism '{mechanism}'")
     name, password = parse_response(mechanism, response)
+    if password == "":
+        raise LoginRefused(f"user '{name}' attempted to log in with a blank password, "
+                           "which is prohibited by the internal authN backend.")
     user = users.lookup(name)
-    if user is None or user.password != password:
+    if user is None or not password_ok(user, password):
         raise LoginRefused(f"user '{name}' - invalid credentials")
     if name in users.loopback_users and not is_loopback(peer_address):
         raise LoginRefused(f"user '{name}' can only connect via localhost")
     return user
+
+
+def password_ok(user: User, password: str | bytes) -> bool:
+    """Whether `password` is `user`'s, compared in constant time."""
+    algorithm = user.hashing_algorithm
+    if algorithm is None:  # a record of an older warren, not converted yet
+        given = password.encode("utf-8") if isinstance(password, str) else bytes(password)
+        return hmac.compare_digest(user.password_hash.encode("utf-8"), given)
+    return password_matches(user.password_hash, algorithm, password)
 
 
 def reauthenticate(user: User, new_secret: str | bytes) -> User:

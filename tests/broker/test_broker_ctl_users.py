@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from channel.auth import User
+from channel.auth import User, password_ok
+from channel.passwords import hash_password
 from channel.permissions import ALL, Permission
 from tests.broker.store_support import Store
 
@@ -14,9 +15,10 @@ def test_first_boot_guest_is_an_administrator_with_everything_on_slash() -> None
 
 def test_add_user_refuses_an_existing_user() -> None:
     st = Store()
-    assert st.apply(("add_user", User("bob", "pw"))) == "ok"
-    assert st.apply(("add_user", User("bob", "other"))) == ("error", "user_already_exists")
-    assert st.state.users["bob"].password == "pw"
+    assert st.apply(("add_user", User("bob", hash_password("pw")))) == "ok"
+    assert st.apply(("add_user", User("bob", hash_password("other")))) == (
+        "error", "user_already_exists")
+    assert password_ok(st.state.users["bob"], "pw")
 
 
 def test_tags_and_permissions_replace_per_vhost_and_clear() -> None:

@@ -4,7 +4,8 @@ and `internal_user:update_limits` do)."""
 
 from __future__ import annotations
 
-from channel.auth import User
+from channel.auth import User, password_ok
+from channel.passwords import hash_password
 from tests.broker.store_support import Store
 
 
@@ -25,7 +26,7 @@ def test_vhost_limits_of_an_unknown_vhost_are_refused() -> None:
 
 def test_user_limits_merge_and_clear_one_or_all() -> None:
     st = Store()
-    st.apply(("add_user", User("bob", "pw")))
+    st.apply(("add_user", User("bob", hash_password("pw"))))
     assert st.apply(("set_user_limits", "bob", {"max-connections": 2})) == "ok"
     assert st.apply(("set_user_limits", "bob", {"max-channels": 3, "max-connections": 4})) == "ok"
     assert dict(st.state.users["bob"].limits) == {"max-connections": 4, "max-channels": 3}
@@ -35,7 +36,7 @@ def test_user_limits_merge_and_clear_one_or_all() -> None:
     st.apply(("set_user_limits", "bob", {"max-channels": 1}))
     assert st.apply(("clear_user_limits", "bob", "all")) == "ok"
     assert dict(st.state.users["bob"].limits) == {}
-    assert st.state.users["bob"].password == "pw"
+    assert password_ok(st.state.users["bob"], "pw")
 
 
 def test_user_limits_of_an_unknown_user_are_refused() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from broker import policy
 from broker.metadata import PROJECTION, MetadataMachine, MetadataState
-from channel.auth import User
+from channel.auth import User, password_ok
 from channel.queue_registry import QueueRecord
 
 M = MetadataMachine()
@@ -42,7 +42,7 @@ def qq_policy(name: str, pattern: str, definition: dict[str, Any], priority: int
 def test_first_boot_has_vhost_slash_and_guest_with_predeclared_exchanges() -> None:
     s = M.init({})
     assert s.vhosts == ("/",)
-    assert s.users["guest"].password == "guest"
+    assert password_ok(s.users["guest"], "guest")
     assert s.topology.lookup("/", "amq.topic").type == "topic"
 
 

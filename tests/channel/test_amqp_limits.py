@@ -12,6 +12,7 @@ import pytest
 from pamqp import commands as C
 
 from channel.auth import User
+from channel.passwords import hash_password
 from channel.permissions import ALL
 from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw
@@ -79,7 +80,7 @@ def add_vhost_v(broker: Broker) -> None:
 
 
 def add_user(broker: Broker, name: str, **limits: int) -> None:
-    broker.ctx.users.add(User(name, "pw", {"/": ALL, "v": ALL},
+    broker.ctx.users.add(User(name, hash_password("pw"), {"/": ALL, "v": ALL},
                               limits={k.replace("_", "-"): v for k, v in limits.items()}))
 
 
@@ -139,7 +140,7 @@ def test_user_connection_limit_counts_all_vhosts_then_a_freed_slot(
 
 
 def test_limits_are_checked_before_vhost_access(broker: Broker, clients: Clients) -> None:
-    broker.ctx.users.add(User("nobody", "pw", {}, limits={"max-connections": 0}))
+    broker.ctx.users.add(User("nobody", hash_password("pw"), {}, limits={"max-connections": 0}))
     broker.ctx.vhost_limits.set("/", {"max-connections": 0})
     _raw, reply = clients.connect("nobody", "pw")
     assert "connection limit (0) is reached" in refused(reply)[1]
@@ -147,7 +148,7 @@ def test_limits_are_checked_before_vhost_access(broker: Broker, clients: Clients
     _raw, reply = clients.connect("nobody", "pw")
     assert refused(reply)[1] == ("NOT_ALLOWED - connection refused for user 'nobody': "
                                  "user connection limit (0) is reached")
-    broker.ctx.users.add(User("nobody", "pw", {}))
+    broker.ctx.users.add(User("nobody", hash_password("pw"), {}))
     _raw, reply = clients.connect("nobody", "pw")
     assert refused(reply)[1] == "NOT_ALLOWED - access to vhost '/' refused for user 'nobody'"
 

@@ -13,6 +13,7 @@ import pytest
 
 from channel.auth import User
 from channel.errors import AmqpError
+from channel.passwords import hash_password
 from channel.permissions import Permission, check_resource_access
 from tests.channel.conftest import Broker, client, ok, refused
 
@@ -35,7 +36,7 @@ def setup(broker: Broker) -> Iterator[Callable[[Permission], pika.BlockingConnec
     conns: list[pika.BlockingConnection] = [admin]
 
     def connect(perm: Permission) -> pika.BlockingConnection:
-        broker.ctx.users.add(User("u", "p", {"/": perm}))
+        broker.ctx.users.add(User("u", hash_password("p"), {"/": perm}))
         c = client(lambda: pika.BlockingConnection(params(broker)))
         conns.append(c)
         return c
@@ -127,7 +128,7 @@ def test_granted_operations_work(setup: Callable[[Permission], pika.BlockingConn
 
 
 def test_a_user_without_a_permission_on_the_vhost_cannot_open_it(broker: Broker) -> None:
-    broker.ctx.users.add(User("u", "p", {"other": Permission(".*", ".*", ".*")}))
+    broker.ctx.users.add(User("u", hash_password("p"), {"other": Permission(".*", ".*", ".*")}))
 
     def connect() -> BaseException:
         with pytest.raises(pex.ProbableAccessDeniedError) as info:

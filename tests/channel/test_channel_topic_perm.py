@@ -12,6 +12,7 @@ import pika
 import pytest
 
 from channel.auth import User
+from channel.passwords import hash_password
 from channel.permissions import ALL
 from channel.topic_permissions import TopicPermission
 from tests.channel.conftest import Broker, client, ok, refused
@@ -47,7 +48,7 @@ class Setup:
         return c
 
     def set(self, topic: Topic, user: str = "u") -> None:
-        self.broker.ctx.users.add(User(user, "p", {"/": ALL},
+        self.broker.ctx.users.add(User(user, hash_password("p"), {"/": ALL},
                                        topic_permissions={"/": topic}))
 
     def ready(self) -> int:
