@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -91,6 +92,20 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]]
     "set_disk_delay": ("set_disk_delay", lambda a: (a.ms,)),
     "wal_status": ("wal_status", lambda a: ()),
 }
+
+
+_NODE_NAME = re.compile(r"[^@\s]+@[^@\s]+:(\d{1,5})")
+
+
+def node_name_error(name: str) -> str | None:
+    """Why `name` cannot name a node (`name@host:port`, the port 1..65535), or None.
+
+    A malformed `--node` is the caller's mistake, reported as a usage error before
+    any connection is tried, not as an unreachable node."""
+    found = _NODE_NAME.fullmatch(name)
+    if found is None or not 0 < int(found.group(1)) < 65536:
+        return f"invalid node name '{name}': expected name@host:port"
+    return None
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -245,6 +260,10 @@ def run(args: argparse.Namespace) -> int:
     from transports.zmq_node import free_port
 
     fun_name, get_args = COMMANDS[args.ctl_command]
+    bad_name = node_name_error(args.node)
+    if bad_name is not None:
+        print(f"Error: {bad_name}", file=sys.stderr)
+        return EX_USAGE
     name = f"warren_ctl_{os.getpid()}@127.0.0.1:{free_port()}"
     transport = ZmqTransport(tick=TickConfig(net_ticktime=max(2.0, args.timeout)),
                              cookie=args.cookie)

@@ -22,6 +22,8 @@ from supervision import supervisor
 __all__ = ["CtlError"]
 
 INFO_TIMEOUT = 2000
+#: rabbitmqctl's status for some refusals (a parameter or vhost that does not exist)
+EX_UNAVAILABLE = 69
 #: the WAL answers calls after its current batch, which a disk delay makes slow
 WAL_CALL_TIMEOUT = 25_000
 
@@ -269,6 +271,7 @@ def rebalance() -> list[dict[str, Any]]:
 
 def set_policy(vhost: str, name: str, pattern: str, definition: dict[str, Any],
                priority: int = 0, apply_to: str = "all") -> str:
+    _vhost_known(vhost)
     try:
         p = pol.validate(vhost, name, pattern, definition, priority, apply_to)
     except pol.PolicyError as exc:
@@ -278,12 +281,14 @@ def set_policy(vhost: str, name: str, pattern: str, definition: dict[str, Any],
 
 
 def clear_policy(vhost: str, name: str) -> str:
+    """rabbitmqctl's answer is the same for a policy or a vhost that does not exist."""
     if broker_of().metadata.command(("clear_policy", vhost, name)) != "ok":
-        raise CtlError(f"Parameter does not exist: policy '{name}' in vhost '{vhost}'")
+        raise CtlError("Parameter does not exist", EX_UNAVAILABLE)
     return "ok"
 
 
 def list_policies(vhost: str = "/") -> list[dict[str, Any]]:
+    _vhost_known(vhost)
     state = broker_of().view.state
     return [{"vhost": p.vhost, "name": p.name, "pattern": p.pattern, "apply-to": p.apply_to,
              "definition": dict(p.definition), "priority": p.priority}
@@ -291,9 +296,10 @@ def list_policies(vhost: str = "/") -> list[dict[str, Any]]:
 
 
 def list_exchanges(vhost: str = "/") -> list[dict[str, Any]]:
+    """Like `list_queues`, nothing (not an error) for a vhost that does not exist."""
     vh = broker_of().view.state.topology.vhosts.get(vhost)
     if vh is None:
-        raise CtlError(f"vhost '{vhost}' does not exist")
+        return []
     return [{"name": x.name, "type": x.type} for x in sorted(vh.exchanges.values(),
                                                                key=lambda x: x.name)]
 
@@ -337,8 +343,17 @@ def set_user_tags(name: str, tags: list[str]) -> str:
 
 
 def _vhost_known(vhost: str) -> None:
+    """The listings', `set_policy`'s and the vhost limits' refusal of a vhost that
+    does not exist."""
     if vhost not in broker_of().view.state.vhosts:
         raise CtlError(f"Virtual host '{vhost}' does not exist")
+
+
+def _permission_vhost_known(vhost: str) -> None:
+    """`set_permissions` and `set_topic_permissions` say it otherwise (the
+    `no_such_vhost` error of `rabbit_auth_backend_internal`)."""
+    if vhost not in broker_of().view.state.vhosts:
+        raise CtlError(f"Virtual host {vhost} does not exist", EX_UNAVAILABLE)
 
 
 def set_permissions(vhost: str, name: str, configure: str, write: str, read: str) -> str:
@@ -347,7 +362,7 @@ def set_permissions(vhost: str, name: str, configure: str, write: str, read: str
 
     from channel.permissions import Permission
 
-    _vhost_known(vhost)
+    _permission_vhost_known(vhost)
     for regexp in (configure, write, read):
         try:
             re.compile(regexp)
@@ -359,7 +374,7 @@ def set_permissions(vhost: str, name: str, configure: str, write: str, read: str
 
 
 def clear_permissions(vhost: str, name: str) -> str:
-    _vhost_known(vhost)
+    """Clearing what is not there is `ok`, in a vhost that does not exist too."""
     return _metadata_reply(broker_of().metadata.command(("clear_permissions", name, vhost)),
                            name)
 
@@ -394,7 +409,7 @@ def set_topic_permissions(vhost: str, name: str, exchange: str, write: str, read
             raise CtlError(f'invalid regular expression "{regexp}": {reason}')
     if name not in broker_of().view.state.users:
         raise CtlError(f'User "{name}" does not exist')
-    _vhost_known(vhost)
+    _permission_vhost_known(vhost)
     reply = broker_of().metadata.command(
         ("set_topic_permissions", name, vhost, exchange, TopicPermission(write, read)))
     return _metadata_reply(reply, name)
@@ -625,8 +640,9 @@ def set_vhost_limits(vhost: str, definition: str) -> str:
 
 
 def clear_vhost_limits(vhost: str) -> str:
+    """Like `clear_policy`: one answer whether the vhost or its limits are missing."""
     if broker_of().metadata.command(("clear_vhost_limits", vhost)) != "ok":
-        raise CtlError("Parameter does not exist")
+        raise CtlError("Parameter does not exist", EX_UNAVAILABLE)
     return "ok"
 
 
@@ -642,6 +658,7 @@ def list_vhost_limits(vhost: str = "/", global_: bool = False) -> Any:
     limits = broker_of().view.state.vhost_limits
     if global_:
         return [{"vhost": vh, "limits": _json_text(lim)} for vh, lim in sorted(limits.items())]
+    _vhost_known(vhost)
     return _json_text(limits[vhost]) if vhost in limits else []
 
 

@@ -65,9 +65,44 @@ def test_user_command_errors(cluster: list[BrokerProc]) -> None:
     nobody = ctl(n1, "set_permissions", "nobody", ".*", ".*", ".*")
     assert nobody.returncode == 65 and 'User "nobody" does not exist' in nobody.stderr
     vhost = ctl(n1, "--vhost", "nope", "set_permissions", "guest", ".*", ".*", ".*")
-    assert vhost.returncode == 65 and "Virtual host 'nope' does not exist" in vhost.stderr
+    assert (vhost.returncode, vhost.stderr) == (69, "Error:\nVirtual host nope does not exist\n")
     regexp = ctl(n1, "set_permissions", "guest", "(", ".*", ".*")
     assert regexp.returncode == 65 and "invalid regular expression" in regexp.stderr
+
+
+NO_VHOST = "Virtual host 'nosuch' does not exist"
+NO_VHOST_CASES = [
+    # listings of queues and exchanges are empty; the other listings refuse
+    (("list_queues",), 0, None),
+    (("list_exchanges",), 0, None),
+    (("list_policies",), 65, NO_VHOST),
+    (("list_permissions",), 65, NO_VHOST),
+    (("list_topic_permissions",), 65, NO_VHOST),
+    (("list_vhost_limits",), 65, NO_VHOST),
+    (("set_vhost_limits", '{"max-queues": 1}'), 65, NO_VHOST),
+    (("set_policy", "p1", "^a", '{"max-length": 1}'), 65, NO_VHOST),
+    # what is cleared is a parameter, which does not exist either
+    (("clear_policy", "p1"), 69, "Parameter does not exist"),
+    (("clear_vhost_limits",), 69, "Parameter does not exist"),
+    (("set_permissions", "guest", ".*", ".*", ".*"), 69, "Virtual host nosuch does not exist"),
+    (("set_topic_permissions", "guest", "amq.topic", ".*", ".*"), 69,
+     "Virtual host nosuch does not exist"),
+    # clearing what is not there is not an error
+    (("clear_permissions", "guest"), 0, None),
+    (("clear_topic_permissions", "guest"), 0, None),
+]
+
+
+@pytest.mark.parametrize(("args", "code", "message"), NO_VHOST_CASES,
+                         ids=[args[0] for args, _code, _message in NO_VHOST_CASES])
+def test_a_vhost_that_does_not_exist_is_answered_as_rabbitmqctl_does(
+        cluster: list[BrokerProc], args: tuple[str, ...], code: int, message: str | None,
+) -> None:
+    out = ctl(cluster[0].name, "--vhost", "nosuch", *args)
+    assert out.returncode == code, out.stderr
+    assert out.stderr == ("" if message is None else f"Error:\n{message}\n")
+    if args[0].startswith("list_"):
+        assert out.stdout == ""
 
 
 def test_grow_adds_a_member_on_a_node_and_shrink_removes_it(cluster: list[BrokerProc]) -> None:
