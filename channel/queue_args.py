@@ -30,9 +30,7 @@ __all__ = [
     "check_declare_properties",
     "check_equivalence",
     "check_queue_name",
-    "default_queue_type",
     "int_arg_error",
-    "redeclare_arguments",
     "validate_quorum_args",
 ]
 
@@ -278,24 +276,6 @@ def _same(a: Any, b: Any) -> bool:
     if ta in _INT_TYPES and tb in _INT_TYPES:
         return bool(a == b)
     return ta == tb and a == b
-
-
-def default_queue_type() -> str:
-    """The queue type of a declare that names none: RabbitMQ's `default_queue_type`.
-
-    RabbitMQ 4.0 with default settings (no vhost default, node setting
-    `default_queue_type` unset) makes such a declare `classic`, and writes that type
-    into the arguments before anything is checked, so re-declaring an existing
-    quorum queue without `x-queue-type` is refused as inequivalent. This is the one
-    place that answers the question; a configurable default belongs here.
-    """
-    return "classic"
-
-
-def redeclare_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """What an existing queue's arguments are compared with: the client's, with
-    `x-queue-type` the default type when the client sent none."""
-    return {"x-queue-type": default_queue_type(), **arguments}
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,6 @@ from channel.queue_args import (
     check_declare_properties,
     check_equivalence,
     check_queue_name,
-    redeclare_arguments,
     validate_quorum_args,
 )
 from channel.queue_registry import QueueRecord, QueueRegistry
@@ -240,8 +239,7 @@ class QuorumSession:
                                                 arguments=arguments)
                 raise self._not_found(name)
             return DeclareOk(name, *self._stat(record, STAT_TIMEOUT))
-        given = {k: v for k, v in arguments.items() if k != "x-name-prefix"}
-        args = dict(given)
+        args = {k: v for k, v in arguments.items() if k != "x-name-prefix"}
         if "x-queue-type" not in args:
             compatible = durable and not exclusive and not auto_delete
             args["x-queue-type"] = self.b.default_queue_type if compatible else "classic"
@@ -250,8 +248,7 @@ class QuorumSession:
         if args["x-queue-type"] == "quorum":
             check_queue_name(name)
         if record is not None:
-            return self._existing(record, durable and not exclusive, exclusive, auto_delete,
-                                  redeclare_arguments(given))
+            return self._existing(record, durable and not exclusive, exclusive, auto_delete, args)
         validate_quorum_args(name, self.vhost, args)
         if self.b.queue_limits is not None:
             self.b.queue_limits(self.vhost, name, self.b.queue_count)
@@ -261,8 +258,7 @@ class QuorumSession:
                                                   arguments=args,
                                                   declaring_node=actors.node())
         if outcome == "existing":
-            return self._existing(record, durable, exclusive, auto_delete,
-                                  redeclare_arguments(given))
+            return self._existing(record, durable, exclusive, auto_delete, args)
         return DeclareOk(name, 0, 0)
 
     def _declare_classic(self, name: str, durable: bool, exclusive: bool, auto_delete: bool,

@@ -13,9 +13,7 @@ from channel.queue_args import (
     check_declare_properties,
     check_equivalence,
     check_queue_name,
-    default_queue_type,
     int_arg_error,
-    redeclare_arguments,
     validate_quorum_args,
 )
 
@@ -205,16 +203,3 @@ def test_integers_compare_by_value_whatever_their_width() -> None:
                       Declared(True, False, {**QQ, "x-max-length": 2**40}))
     check_equivalence("q", "/", Declared(True, False, QQ),
                       Declared(True, False, {**QQ, "x-custom": 1}))  # not a QQ argument
-
-
-def test_a_redeclare_without_a_type_is_compared_as_the_default_type() -> None:
-    assert default_queue_type() == "classic"
-    assert redeclare_arguments({"x-max-length": 1}) == {"x-queue-type": "classic",
-                                                        "x-max-length": 1}
-    assert redeclare_arguments(QQ) == QQ
-    with pytest.raises(AmqpError) as info:
-        check_equivalence("q", "/", Declared(True, False, QQ),
-                          Declared(True, False, redeclare_arguments({})))
-    assert info.value.reply_text == (
-        "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in vhost '/': "
-        "received 'classic' but current is 'quorum'")

@@ -164,7 +164,8 @@ def test_redeclare_checks_equivalence_and_passive_declare_counts_ready_messages(
         for i in range(3):
             ch.basic_publish("", "eq", b"m%d" % i)
         count = ch.queue_declare("eq", passive=True).method.message_count
-        ch.queue_declare("eq", durable=True, arguments={**QQ, "x-max-length": 10})
+        # without x-queue-type the node default (quorum) is injected: still equivalent
+        ch.queue_declare("eq", durable=True, arguments={"x-max-length": 10})
         return count, closed_with(lambda: ch.queue_declare(
             "eq", durable=True, arguments={**QQ, "x-max-length": 20}))
     count, error = client(work)
@@ -173,16 +174,29 @@ def test_redeclare_checks_equivalence_and_passive_declare_counts_ready_messages(
                      "in vhost '/': received '20' but current is '10'")
 
 
-def test_redeclaring_a_quorum_queue_without_its_type_asks_for_the_default_type_classic(
-        qq: QqCluster, conn: pika.BlockingConnection) -> None:
-    def work() -> str:
+@pytest.mark.parametrize(("default", "refusal"), [
+    ("quorum", None),
+    ("classic", "406 PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'typed' "
+                "in vhost '/': received 'classic' but current is 'quorum'"),
+])
+def test_a_redeclare_without_a_type_is_compared_as_the_nodes_default_type(
+        qq: QqCluster, default: str, refusal: str | None) -> None:
+    """RabbitMQ fills in the default queue type before comparing, so a quorum queue
+    re-declared without `x-queue-type` is equivalent only where quorum is the default."""
+    qq.backend.default_queue_type = default
+    qq.backend.classic = MemoryBackend(qq.nodes[0])
+    conn = qq.connect()
+
+    def work() -> str | None:
         ch = conn.channel()
         ch.queue_declare("typed", durable=True, arguments=QQ)
+        if refusal is None:
+            ch.queue_declare("typed", durable=True)
+            return None
         return closed_with(lambda: ch.queue_declare("typed", durable=True))
-    assert client(work) == (
-        "406 PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'typed' in vhost "
-        "'/': received 'classic' but current is 'quorum'")
+    assert client(work) == refusal
     assert qq.record("typed").arguments["x-queue-type"] == "quorum"
+    client(conn.close)
 
 
 def test_passive_declare_of_a_missing_queue_is_404(conn: pika.BlockingConnection) -> None:
