@@ -79,6 +79,22 @@ class Driver:
         raise AssertionError(f"not a log effect: {effect!r}")
 
 
+class FakeRaAux:
+    """What a machine's aux handler may read of its Ra server, over a `Driver`."""
+
+    def __init__(self, d: Driver) -> None:
+        self.d = d
+
+    def machine_state(self) -> Any:
+        return self.d.state
+
+    def last_applied(self) -> int:
+        return self.d.index
+
+    def log_fetch(self, idx: int) -> Any:
+        return self.d.log.get(idx)
+
+
 def deliveries(d: Driver, effects: list[Any]) -> list[tuple[Any, Any, list[tuple[int, Any]]]]:
     """Every delivery in `effects` as ``(pid, ctag, [(msg_id, body)])``, in order."""
     out = []
@@ -102,5 +118,5 @@ def bodies(d: Driver, effects: list[Any]) -> list[Any]:
     return [b for _, _, msgs in deliveries(d, effects) for _, b in msgs]
 
 
-__all__ = ["N1", "N2", "QNAME", "Driver", "P", "bodies", "delivered_ids", "deliveries",
-           "get_msg", "pid"]
+__all__ = ["N1", "N2", "QNAME", "Driver", "FakeRaAux", "P", "bodies", "delivered_ids",
+           "deliveries", "get_msg", "pid"]

@@ -8,25 +8,11 @@ from fifo import RabbitFifo, make_checkout, make_garbage_collection, make_return
 from fifo.mc import BasicMessage
 from fifo.queries import get_checked_out, query_consumers, query_peek
 
-from .helpers import N1, N2, QNAME, Driver, pid
+from .helpers import N1, N2, QNAME, Driver, FakeRaAux, pid
 
 P1 = pid(1)
 C1 = pid(10)
 C2 = pid(11, N2)
-
-
-class FakeRaAux:
-    def __init__(self, d: Driver) -> None:
-        self.d = d
-
-    def machine_state(self) -> Any:
-        return self.d.state
-
-    def last_applied(self) -> int:
-        return self.d.index
-
-    def log_fetch(self, idx: int) -> Any:
-        return self.d.log.get(idx)
 
 
 def populated() -> Driver:
