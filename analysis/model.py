@@ -42,8 +42,8 @@ Violation = tuple[Any, ...]  # in VIOLATION_COLUMNS order
 
 CHECKS: tuple[str, ...] = (
     "total_queue", "ordering_channel_fifo", "ordering_consumer_monotonic", "ordering_sac_fifo",
-    "replica_determinism", "local_delivery", "dlx_at_least_once", "flow_not_stuck",
-    "supervision_liveness", "post_drain_emptiness", "dlx_worker_liveness",
+    "ordering_returns", "replica_determinism", "local_delivery", "dlx_at_least_once",
+    "flow_not_stuck", "supervision_liveness", "post_drain_emptiness", "dlx_worker_liveness",
 )
 
 
@@ -223,6 +223,21 @@ def channel_fifo_note(counts: dict[str, int]) -> str:
         return ""
     return (f"{n} first deliveries of dead-lettered messages left out: they reached their "
             "queue by dead-lettering, not from the publishing channel")
+
+
+def returns_note(counts: dict[str, int], n_violations: int) -> str:
+    """What `ordering_returns` judged: pairs of messages one consumer's end returned
+    together whose next deliveries went to one consumer."""
+    pairs = counts.get("pairs", 0)
+    judged = f"{pairs} pair{'' if pairs == 1 else 's'} returned together"
+    if n_violations:
+        head = f"{n_violations} of {judged} redelivered out of the order they were returned in"
+    elif pairs:
+        head = f"{judged} and redelivered to one consumer, all in order"
+    else:
+        head = "no pair returned together and redelivered to one consumer"
+    return (f"{head} ({counts.get('returned', 0)} deliveries returned by their consumer's "
+            f"end, {counts.get('traced', 0)} traced to their next delivery)")
 
 
 def supervision_note(counts: dict[str, int]) -> str:

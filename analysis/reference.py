@@ -117,6 +117,7 @@ class Delivery:
     ambiguous: bool
     release_ts: int | None  # settle or close time
     ok_ts: int | None
+    by_end: bool = False  # returned unsettled by its consumer's end, not by a settle
 
 
 def deliveries(h: RefHistory, p: Params) -> list[Delivery]:
@@ -158,7 +159,7 @@ def deliveries(h: RefHistory, p: Params) -> list[Delivery]:
             else:
                 out.append(Delivery(d, "returned", False, s["ts_ns"], None))
         elif end_ts is not None:
-            out.append(Delivery(d, "returned", False, end_ts, None))
+            out.append(Delivery(d, "returned", False, end_ts, None, by_end=True))
         else:
             out.append(Delivery(d, "open", False, None, None))
     return out
@@ -377,6 +378,47 @@ def ordering_consumer_monotonic(h: RefHistory, p: Params) -> RefResult:
     ]
     return _result(check, len(rows), violations, {"first_attempt_with_pos": len(rows)},
                    model.simple_status(len(violations), True))
+
+
+def ordering_returns(h: RefHistory, p: Params) -> RefResult:
+    """Messages one consumer's end returned together, redelivered to one consumer as
+    their very next hand-out, come back in the order the first consumer got them (see
+    `analysis.checks.returns`)."""
+    check = "ordering_returns"
+    per_msg: dict[tuple[Any, ...], list[Delivery]] = defaultdict(list)
+    for d in deliveries(h, p):
+        r = d.row
+        if (r["msg_id"] is not None and r["delivery_tag"] is not None
+                and (d.by_end or not _first_attempt(r))):
+            per_msg[(r["queue"], r["msg_id"])].append(d)
+    groups: dict[tuple[Any, ...], list[tuple[Row, Row]]] = defaultdict(list)
+    counts = {"returned": 0, "traced": 0, "pairs": 0}
+    for ds_ in per_msg.values():
+        ds_.sort(key=lambda d: okey(d.row))
+        for i, d in enumerate(ds_):
+            if not d.by_end:
+                continue
+            counts["returned"] += 1
+            nxt = next((e.row for e in ds_[i + 1:] if not _first_attempt(e.row)), None)
+            if nxt is None or (nxt["delivery_count"] or 0) != (d.row["delivery_count"] or 0) + 1:
+                continue
+            counts["traced"] += 1
+            groups[(d.row["queue"], *_consumer(d.row), d.release_ts, *_consumer(nxt))].append(
+                (d.row, nxt))
+    violations = []
+    for pairs in groups.values():
+        pairs.sort(key=lambda x: (x[0]["delivery_tag"], okey(x[0])))
+        for (a, a_next), (b, b_next) in pairwise(pairs):
+            counts["pairs"] += 1
+            if a_next["delivery_tag"] >= b_next["delivery_tag"]:
+                violations.append(_v(
+                    check, "return_order", b["queue"], b["msg_id"], a["msg_id"],
+                    _ckey(b_next), None, b_next["ts_ns"],
+                    f"returned by {_ckey(b)}, redelivered as delivery tags "
+                    f"{a_next['delivery_tag']}>{b_next['delivery_tag']}"))
+    status, _ = model.simple_status(len(violations), True)
+    return _result(check, counts["returned"], violations, counts,
+                   (status, model.returns_note(counts, len(violations))))
 
 
 def ordering_sac_fifo(h: RefHistory, p: Params) -> RefResult:
@@ -917,6 +959,7 @@ ALL = {
     "ordering_channel_fifo": ordering_channel_fifo,
     "ordering_consumer_monotonic": ordering_consumer_monotonic,
     "ordering_sac_fifo": ordering_sac_fifo,
+    "ordering_returns": ordering_returns,
     "replica_determinism": replica_determinism,
     "local_delivery": local_delivery,
     "dlx_at_least_once": dlx_at_least_once,

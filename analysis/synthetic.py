@@ -6,7 +6,8 @@ derived from one seed, so a failing example replays exactly.
 
 Legal corners generated on purpose: requeue-nack then redelivery, an ack followed by
 an abnormal channel close and a redelivery on the reopened channel, a leader change
-under a partition, and dead-lettering with the target consumed.
+under a partition, dead-lettering with the target consumed, and two messages returned
+by a channel close and redelivered in order on the reopened channel.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from analysis.client_ops import body_digest
 
 Row = dict[str, Any]
 ANOMALIES = ("lose", "duplicate", "reorder", "unexpected", "nondeterminism", "wrong_sender",
-             "double_send", "dlx_lose", "stuck_flow", "crash")
+             "double_send", "dlx_lose", "stuck_flow", "crash", "return_reorder")
 NODES = ("n1", "n2", "n3")
 MS = 1_000_000
 
@@ -254,6 +255,40 @@ def generate(seed: int = 0, messages: int = 40, anomalies: tuple[str, ...] = (),
         g.client(c.conn, "ack", channel_id=c.channel, queue=q, msg_id=m, delivery_tag=tag)
         g.apply(q, "settle", m)
         delivered.append((q, c, m, tag, seq))
+    # a consumer's channel closes holding two messages; on the reopened channel they
+    # come back to it in the order it got them
+    q, c, pub = P + "qa", consumers[P + "qa"][0], pubs[0]
+    held = []
+    for m in (msg_base + messages + 1, msg_base + messages + 2):
+        g.tick()
+        pub_seq[pub] += 1
+        seq, body = pub_seq[pub], f"body-{m}".encode()
+        g.client(pub[0], "publish", channel_id=pub[1], queue=q, msg_id=m,
+                 pub_chan=f"{pub[0]}/{pub[1]}", pub_seq=seq, body_digest=body_digest(body))
+        g.tick()
+        idx = g.apply(q, "enqueue", m)
+        g.tick(0.1, 0.5)
+        g.client(pub[0], "confirm", channel_id=pub[1], queue=q, msg_id=m, pub_seq=seq,
+                 outcome="ok")
+        deliver(q, c, m, 0, pub, seq, body, idx)
+        held.append((m, seq, body))
+    g.tick()
+    g.client(c.conn, "channel_close", channel_id=c.channel, error="CHANNEL_ERROR")
+    g.tick()
+    g.apply(q, "down")
+    g.client(c.conn, "channel_open", channel_id=c.channel)
+    g.tags[(c.conn, c.channel)] = 0
+    g.client(c.conn, "consume_ok", channel_id=c.channel, consumer_tag=c.tag)
+    g.tick()
+    idx = g.apply(q, "checkout")
+    redelivered = []
+    for m, seq, body in held:
+        tag = deliver(q, c, m, 1, pub, seq, body, idx)
+        redelivered.append(g.tables["client_ops"][-1])
+        g.tick()
+        g.client(c.conn, "ack", channel_id=c.channel, queue=q, msg_id=m, delivery_tag=tag)
+        redelivered.append(g.tables["client_ops"][-1])
+        g.apply(q, "settle", m)
     g.tick()
     g.client(P + "c1-1", "drain_start")
     g.tick()
@@ -273,6 +308,12 @@ def generate(seed: int = 0, messages: int = 40, anomalies: tuple[str, ...] = (),
                    rss_bytes=100_000_000, mailbox_max=k, open_channels=3,
                    ts_ns=10 * 1_000_000_000 + k * 1_000_000_000)
     _inject(g, anomalies, delivered, truth)
+    if "return_reorder" in anomalies:  # the two returned messages come back swapped
+        first, first_ack, second, second_ack = redelivered
+        for a, b in ((first, second), (first_ack, second_ack)):
+            for f in ("msg_id", "body_digest", "pub_seq"):
+                a[f], b[f] = b.get(f), a.get(f)
+        truth["return_order"].add(first["msg_id"])
     return Synthetic(dict(g.tables), dict(truth))
 
 

@@ -17,6 +17,7 @@ from analysis.checks import (
     local_delivery,
     ordering,
     replicas,
+    returns,
     supervision,
     total_queue,
 )
@@ -31,6 +32,7 @@ ALL: dict[str, CheckFn] = {
     "ordering_channel_fifo": ordering.channel_fifo,
     "ordering_consumer_monotonic": ordering.consumer_monotonic,
     "ordering_sac_fifo": ordering.sac_fifo,
+    "ordering_returns": returns.run,
     "replica_determinism": replicas.run,
     "local_delivery": local_delivery.run,
     "dlx_at_least_once": dlx.run,

@@ -244,6 +244,7 @@ def _deliveries(h: History, p: Params) -> DataFrame:
         ambiguous.alias("ambiguous"),
         F.coalesce(s["s_ts_ns"], end_ts).alias("release_ts"),
         F.when(is_ack, s["s_ts_ns"]).alias("ok_ts"),
+        (settle_kind.isNull() & end_ts.isNotNull()).alias("by_end"),
     )
 
 
@@ -262,7 +263,9 @@ def first_attempt() -> Column:
 
 
 def deliveries(h: History, p: Params) -> DataFrame:
-    """Every `deliver`/`get_ok` with outcome, ambiguity, release and ok times."""
+    """Every `deliver`/`get_ok` with outcome, ambiguity, release and ok times, and
+    `by_end`: returned unsettled by its consumer's end (channel or connection closed,
+    consumer cancelled), not by a settle."""
     return h.cached(f"deliveries/{p.ack_grace_ns}", lambda: _deliveries(h, p))
 
 

@@ -22,6 +22,7 @@ REPORTED = {
     "wrong_sender": ("local_delivery", ("wrong_sender",)),
     "double_send": ("local_delivery", ("double_send",)),
     "dlx_lost": ("dlx_at_least_once", ("dlx_lost",)),
+    "return_order": ("ordering_returns", ("return_order",)),
 }
 
 examples = st.lists(

@@ -134,3 +134,25 @@ def test_apply_order_is_exact_when_server_hashes_collide(
     (verdict,) = analysis.verdicts
     assert (verdict.violations, verdict.counts) == (len(ref.violations), ref.counts)
     h.unpersist()
+
+
+def test_returns_out_of_order_are_told_in_the_note() -> None:
+    notes = {}
+    for name in ("returned_messages_come_back_in_the_order_they_were_held",
+                 "returned_messages_out_of_order_at_the_next_consumer",
+                 "a_hand_out_nobody_saw_is_not_judged"):
+        b = Builder()
+        CASES[name](b)
+        notes[name] = reference.run_all(
+            reference.RefHistory.from_rows(b.tables()))["ordering_returns"].note
+    assert notes == {
+        "returned_messages_come_back_in_the_order_they_were_held":
+            "1 pair returned together and redelivered to one consumer, all in order "
+            "(2 deliveries returned by their consumer's end, 2 traced to their next delivery)",
+        "returned_messages_out_of_order_at_the_next_consumer":
+            "1 of 1 pair returned together redelivered out of the order they were returned "
+            "in (2 deliveries returned by their consumer's end, 2 traced to their next "
+            "delivery)",
+        "a_hand_out_nobody_saw_is_not_judged":
+            "no pair returned together and redelivered to one consumer (2 deliveries "
+            "returned by their consumer's end, 1 traced to their next delivery)"}
