@@ -14,6 +14,7 @@ from typing import Any
 
 from ra import machine as ra_machine
 from ra.state import ServerState, get_membership, hydrate
+from ra.trace_context import TraceContext
 from ra.types import (
     AWAIT_CONSENSUS,
     NOOP,
@@ -40,6 +41,21 @@ class DeleteAndTerminate(Exception):
     def __init__(self, effects: Effects) -> None:
         super().__init__("delete_and_terminate")
         self.effects = effects
+
+
+def server_trace_context(s: ServerState, index: int | None = None) -> TraceContext:
+    """The context a tracing machine is handed: server `s` at the entry `index` (None
+    for a state entry). Built only for a machine that is `ra.machine.tracing`."""
+    return TraceContext(term=s.current_term, leader=s.leader_id, cluster=tuple(s.cluster),
+                        last_applied=s.last_applied, index=index, log=s.log)
+
+
+def machine_state_enter(ra_state: str, s: ServerState) -> Effects:
+    """The machine's ``state_enter`` on server `s`, handed the server's context if the
+    machine is tracing."""
+    module = s.cfg.effective_machine_module
+    ctx = server_trace_context(s) if ra_machine.tracing(module) else None
+    return ra_machine.call_state_enter(module, ra_state, s.machine_state, ctx)
 
 
 def augment_command_meta(
@@ -89,6 +105,8 @@ def apply_to(target: int, s: ServerState, effects_in: Effects) -> Effects:
     `effects_in`, then per entry its machine effects followed by its reply.
     Stops early if a noop announced a machine version this code lacks.
     Raises `DeleteAndTerminate` once the cluster's delete entry is applied.
+    A machine that is `ra.machine.tracing` (asked once per batch, and again after a
+    noop switched the module) is handed each entry's `TraceContext`.
     """
     notifys: dict[Any, list[tuple[Any, Any]]] = {}
     out: Effects = []
@@ -96,12 +114,15 @@ def apply_to(target: int, s: ServerState, effects_in: Effects) -> Effects:
     if target > s.last_applied and cfg.machine_version >= cfg.effective_machine_version:
         last_idx, _ = s.log.last_index_term()
         upto = min(last_idx, target)
+        module, traced = None, False
         for entry in s.log.fold(s.last_applied + 1, upto):
             if cfg.machine_version < cfg.effective_machine_version:
                 break
-            if _apply_entry(entry, s, out, notifys):
-                eol = ra_machine.call_state_enter(cfg.effective_machine_module, "eol",
-                                                  s.machine_state)
+            if cfg.effective_machine_module is not module:
+                module = cfg.effective_machine_module
+                traced = ra_machine.tracing(module)
+            if _apply_entry(entry, s, out, notifys, traced):
+                eol = machine_state_enter("eol", s)
                 head: Effects = [("notify", notifys)] if notifys else []
                 raise DeleteAndTerminate(eol + head + list(effects_in) + out)
     head = [("notify", notifys)] if notifys else []
@@ -110,11 +131,13 @@ def apply_to(target: int, s: ServerState, effects_in: Effects) -> Effects:
 
 def _apply_usr(
     idx: int, term: int, cmd_meta: dict[str, Any], cmd: Any, reply_mode: Any,
-    s: ServerState, out: Effects, notifys: dict[Any, list[tuple[Any, Any]]],
+    s: ServerState, out: Effects, notifys: dict[Any, list[tuple[Any, Any]]], traced: bool,
 ) -> None:
     meta = augment_command_meta(idx, term, s.cfg.effective_machine_version, reply_mode, cmd_meta)
     module = s.cfg.effective_machine_module
-    mac_state, reply, mac_effects = ra_machine.call_apply(module, meta, cmd, s.machine_state)
+    ctx = server_trace_context(s, idx) if traced else None
+    mac_state, reply, mac_effects = ra_machine.call_apply(module, meta, cmd, s.machine_state,
+                                                          ctx)
     s.machine_state = mac_state
     out.extend(mac_effects)
     add_reply(cmd_meta, reply, reply_mode, out, notifys)
@@ -122,13 +145,14 @@ def _apply_usr(
 
 
 def _apply_entry(
-    entry: Entry, s: ServerState, out: Effects, notifys: dict[Any, list[tuple[Any, Any]]]
+    entry: Entry, s: ServerState, out: Effects, notifys: dict[Any, list[tuple[Any, Any]]],
+    traced: bool = False,
 ) -> bool:
     """Apply one entry; True if it was the cluster's delete entry (end of life)."""
     idx, term, cmd = entry
     match cmd:
         case (tag, cmd_meta, data, reply_mode) if tag == USR:
-            _apply_usr(idx, term, cmd_meta, data, reply_mode, s, out, notifys)
+            _apply_usr(idx, term, cmd_meta, data, reply_mode, s, out, notifys, traced)
         case (tag, cmd_meta, new_cluster, reply_mode) if tag == RA_CLUSTER_CHANGE:
             add_reply(cmd_meta, "ok", reply_mode, out, notifys)
             ci, ct = s.cluster_index_term
@@ -179,7 +203,7 @@ def _apply_noop(
         # version of the local code rather than `next_ver`, wins; kept as is.
         inner = augment_command_meta(idx, term, cfg.machine_version, None, cmd_meta)
         _apply_usr(idx, term, inner, ("machine_version", old_ver, next_ver), "none",
-                   s, out, notifys)
+                   s, out, notifys, ra_machine.tracing(module))
     elif next_ver > old_ver:
         cfg.effective_machine_version = next_ver
     else:

@@ -18,6 +18,8 @@ import inspect
 from collections.abc import Iterable
 from typing import Any
 
+from ra.trace_context import TraceContext
+
 Effect = Any
 Effects = list[Effect]
 
@@ -43,6 +45,14 @@ class Machine:
 
     def init_aux(self, name: str) -> Any:
         return None
+
+    def tracing(self) -> bool:
+        """Whether the machine wants the server's `TraceContext` now (default: never).
+
+        While it answers True, Ra calls ``apply`` and ``state_enter`` with the extra
+        keyword argument ``trace_context``; while False, no context is built.
+        """
+        return False
 
     # ``handle_aux(ra_state, kind, cmd, aux_state, int_state)`` is optional, as in
     # Ra: a machine without it answers aux calls ``("error",
@@ -109,15 +119,32 @@ def normalise_apply_result(result: Any) -> tuple[Any, Any, Effects]:
     return result[0], result[1], flatten(result[2])
 
 
+def tracing(machine: Any) -> bool:
+    """Whether to build a `TraceContext` for `machine`'s next callbacks."""
+    fun = getattr(machine, "tracing", None)
+    return fun is not None and bool(fun())
+
+
 def call_apply(
-    machine: Any, meta: dict[str, Any], command: Any, state: Any
+    machine: Any, meta: dict[str, Any], command: Any, state: Any,
+    trace_context: TraceContext | None = None,
 ) -> tuple[Any, Any, Effects]:
-    return normalise_apply_result(machine.apply(meta, command, state))
+    """``apply/3``; with `trace_context` (only for a machine that is `tracing`) as well."""
+    if trace_context is None:
+        return normalise_apply_result(machine.apply(meta, command, state))
+    return normalise_apply_result(
+        machine.apply(meta, command, state, trace_context=trace_context))
 
 
-def call_state_enter(machine: Any, ra_state: str, state: Any) -> Effects:
+def call_state_enter(machine: Any, ra_state: str, state: Any,
+                     trace_context: TraceContext | None = None) -> Effects:
+    """``state_enter/2``; with `trace_context` (only for a machine that is `tracing`)."""
     fun = getattr(machine, "state_enter", None)
-    return flatten(fun(ra_state, state)) if fun is not None else []
+    if fun is None:
+        return []
+    if trace_context is None:
+        return flatten(fun(ra_state, state))
+    return flatten(fun(ra_state, state, trace_context=trace_context))
 
 
 def call_tick(machine: Any, time_ms: int, state: Any) -> Effects:

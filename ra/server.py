@@ -25,7 +25,7 @@ from typing import Any
 
 from ra import consistent_queries, deletion, versioning
 from ra import machine as ra_machine
-from ra.apply import DeleteAndTerminate, apply_to
+from ra.apply import DeleteAndTerminate, apply_to, machine_state_enter
 from ra.log_base import WalDown
 from ra.release_cursor import maybe_emit_pending_release_cursor
 from ra.replication import (
@@ -152,7 +152,7 @@ def handle_state_enter(raft_state: str, old_state: str, s: ServerState) -> Effec
     elif raft_state == FOLLOWER:
         for peer in s.cluster.values():
             peer.status = "normal"
-    return ra_machine.call_state_enter(s.cfg.effective_machine_module, raft_state, s.machine_state)
+    return machine_state_enter(raft_state, s)
 
 
 def tick(raft_state: str, s: ServerState) -> Effects:
