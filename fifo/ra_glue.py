@@ -41,6 +41,7 @@ from fifo.replica_trace import replica_view
 from ra import api
 from ra import machine as ra_machine
 from ra.effects import default_node_of
+from ra.trace_context import TraceContext
 from ra.types import USR
 
 __all__ = [
@@ -150,16 +151,22 @@ class QueueMachine:
     def overview(self, s: RabbitFifoState) -> dict[str, Any]:
         return self.inner.overview(s)
 
-    def apply(self, meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState) -> tuple[Any, ...]:
+    def tracing(self) -> bool:
+        """Ra hands over its `TraceContext` while the history is being recorded."""
+        return trace.enabled()
+
+    def apply(self, meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState,
+              trace_context: TraceContext | None = None) -> tuple[Any, ...]:
         before = replica_trace.before_apply(s, cmd) if trace.enabled() else None
         state, reply, effects = ra_machine.normalise_apply_result(self.inner.apply(meta, cmd, s))
         if before is not None:
-            replica_trace.applied(meta, cmd, state, before)
+            replica_trace.applied(meta, cmd, state, before, trace_context)
         return (state, reply, self._adapt(state.cfg.name, effects))
 
-    def state_enter(self, ra_state: str, s: RabbitFifoState) -> list[Any]:
+    def state_enter(self, ra_state: str, s: RabbitFifoState,
+                    trace_context: TraceContext | None = None) -> list[Any]:
         if trace.enabled():
-            replica_trace.entered(ra_state, s)
+            replica_trace.entered(ra_state, s, trace_context)
         return self._adapt(s.cfg.name, self.inner.state_enter(ra_state, s))
 
     def snapshot_installed(self, meta: Mapping[str, Any], s: RabbitFifoState,

@@ -23,10 +23,10 @@ with the fields of the history schema:
 Recording is a side effect outside the machine state: nothing here changes
 what the machine computes. The machine callbacks do not receive the Ra
 server's state, which holds what the history also needs (current term,
-leader, the log for entries the machine is not called for, the index a
-recovery starts from); `_server_state` finds it in the calling frames of
-the Ra server's apply loop, and every field that needs it is left empty when
-the machine runs outside a Ra server (unit tests).
+leader, membership, the log for entries the machine is not called for, the
+index a recovery starts from); Ra hands it to a tracing machine explicitly
+as a `ra.trace_context.TraceContext`, and every field that needs it is left
+empty when the machine runs without one (outside a Ra server, in unit tests).
 
 Server names are ``<queue>@<node>`` with the node's short name (``q1@n2``),
 so the node a server runs on is the part after the last ``@``; consumer
@@ -60,7 +60,7 @@ from fifo.consumers import consumer_key_from_id
 from fifo.delivery import messages_ready
 from fifo.msg import Msg, get_header, msg_header, msg_idx
 from fifo.records import Consumer, RabbitFifoState, erl_sorted
-from ra.state import ServerState
+from ra.trace_context import LogReader, TraceContext
 from ra.types import NOOP, RA_CLUSTER, RA_CLUSTER_CHANGE, USR
 
 __all__ = [
@@ -90,8 +90,6 @@ CONSUMER_ARG = "x-warren-consumer"
 DIGEST_EVERY_ENV = "WARREN_STATE_DIGEST_EVERY"
 #: bound of the per-replica caches (message ids by raft index, pending sends)
 CACHE_MAX = 100_000
-#: how far up the call stack the Ra server's state is looked for
-_FRAME_DEPTH = 8
 
 
 def _env_digest_every() -> int:
@@ -408,19 +406,6 @@ def _bounded_put(d: dict[Any, Any], key: Any, value: Any) -> None:
         del d[next(iter(d))]
 
 
-def _server_state() -> ServerState | None:
-    """The Ra server state whose machine is being called, from the calling frames."""
-    frame = sys._getframe(2)
-    for _ in range(_FRAME_DEPTH):
-        if frame is None:
-            return None
-        s = frame.f_locals.get("s")
-        if isinstance(s, ServerState):
-            return s
-        frame = frame.f_back
-    return None
-
-
 # --- apply -----------------------------------------------------------------------------------
 
 
@@ -462,13 +447,15 @@ def _settling(s: RabbitFifoState,
     return (key, c, held) if held else None
 
 
-def applied(meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState, before: Before) -> None:
-    """Record one machine apply on this member (called after it, with its result state)."""
+def applied(meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState, before: Before,
+            ctx: TraceContext | None = None) -> None:
+    """Record one machine apply on this member (called after it, with its result state);
+    `ctx` is the applying server's context, if the machine runs in one."""
     r = _replica(s)
-    srv = _server_state()
+    log = None if ctx is None else ctx.log
     idx, term = int(meta["index"]), meta.get("term")
-    if srv is not None and r.last_index is not None and idx > r.last_index + 1:
-        _fill_raft_entries(r, srv, r.last_index + 1, idx)
+    if log is not None and r.last_index is not None and idx > r.last_index + 1:
+        _fill_raft_entries(r, log, r.last_index + 1, idx)
     r.last_index = idx
     msg = _enqueued_msg(cmd)
     msg_id = None if msg is None else warren_id(msg)
@@ -482,11 +469,11 @@ def applied(meta: Mapping[str, Any], cmd: Any, s: RabbitFifoState, before: Befor
             extra["view"] = view
     r.emit("applied", raft_term=term, raft_index=idx, cmd_type=cmd_type(cmd),
            cmd_digest=digest(cmd), msg_id=msg_id, **_counts(s), **extra)
-    _decisions(r, srv, s, before, idx, term)
+    _decisions(r, log, s, before, idx, term)
     if before.settling is not None:
-        _settled(r, srv, s, before.settling, idx, term)
+        _settled(r, log, s, before.settling, idx, term)
     if before.dlx is not None:
-        _dead_letters(r, srv, s, before.dlx, idx, term)
+        _dead_letters(r, log, s, before.dlx, idx, term)
 
 
 def _counts(s: RabbitFifoState) -> dict[str, int]:
@@ -495,10 +482,10 @@ def _counts(s: RabbitFifoState) -> dict[str, int]:
             "checked_out": sum(len(c.checked_out) for c in s.consumers.values())}
 
 
-def _fill_raft_entries(r: _Replica, srv: ServerState, lo: int, hi: int) -> None:
+def _fill_raft_entries(r: _Replica, log: LogReader, lo: int, hi: int) -> None:
     """``applied`` rows for the entries between two machine applies (noops, cluster changes)."""
     for j in range(lo, hi):
-        entry = srv.log.fetch(j)
+        entry = log.fetch(j)
         if entry is None:
             return
         _, term, cmd = entry
@@ -523,12 +510,12 @@ def _fill_raft_entries(r: _Replica, srv: ServerState, lo: int, hi: int) -> None:
         r.last_index = j
 
 
-def _msg_id_at(r: _Replica, srv: ServerState | None, idx: int) -> int | None:
+def _msg_id_at(r: _Replica, log: LogReader | None, idx: int) -> int | None:
     if idx in r.msg_ids:
         return r.msg_ids[idx]
-    if srv is None:
+    if log is None:
         return None
-    entry = srv.log.fetch(idx)
+    entry = log.fetch(idx)
     if entry is None or not (isinstance(entry[2], tuple) and entry[2][:1] == (USR,)):
         return None
     msg = _enqueued_msg(entry[2][2])
@@ -537,7 +524,7 @@ def _msg_id_at(r: _Replica, srv: ServerState | None, idx: int) -> int | None:
     return msg_id
 
 
-def _decisions(r: _Replica, srv: ServerState | None, s: RabbitFifoState, before: Before,
+def _decisions(r: _Replica, log: LogReader | None, s: RabbitFifoState, before: Before,
                idx: int, term: Any) -> None:
     for key, c in s.consumers.items():
         first = before.next_ids.get(key, 0)
@@ -550,7 +537,7 @@ def _decisions(r: _Replica, srv: ServerState | None, s: RabbitFifoState, before:
             m = c.checked_out.get(cmid)
             if m is None:
                 continue
-            msg_id = _msg_id_at(r, srv, msg_idx(m))
+            msg_id = _msg_id_at(r, log, msg_idx(m))
             attempt = _attempt(msg_header(m))
             _bounded_put(r.decided, (pid, tag, cmid), (idx, msg_id, attempt, ckey))
             r.emit("service_queue", raft_term=term, raft_index=idx, msg_id=msg_id,
@@ -568,7 +555,7 @@ def _key_of(r: _Replica, c: Consumer) -> str:
     return ckey
 
 
-def _settled(r: _Replica, srv: ServerState | None, s: RabbitFifoState,
+def _settled(r: _Replica, log: LogReader | None, s: RabbitFifoState,
              settling: tuple[Hashable, Consumer, dict[int, Msg]], idx: int,
              term: Any) -> None:
     """``settled`` for each message this settle took from its consumer: from this index
@@ -581,40 +568,40 @@ def _settled(r: _Replica, srv: ServerState | None, s: RabbitFifoState,
     for cmid, m in held.items():
         if cmid not in still:
             r.emit("settled", raft_term=term, raft_index=idx,
-                   msg_id=_msg_id_at(r, srv, msg_idx(m)), consumer_key=ckey, delivery_id=cmid)
+                   msg_id=_msg_id_at(r, log, msg_idx(m)), consumer_key=ckey, delivery_id=cmid)
 
 
-def _dead_letters(r: _Replica, srv: ServerState | None, s: RabbitFifoState,
+def _dead_letters(r: _Replica, log: LogReader | None, s: RabbitFifoState,
                   before: dict[int, str], idx: int, term: Any) -> None:
     after = _dlx_backlog(s) or {}
     for ridx in sorted(after.keys() - before.keys()):
         r.emit("dlx_discard", raft_term=term, raft_index=idx,
-               msg_id=_msg_id_at(r, srv, ridx), reason=after[ridx], msg_index=ridx)
+               msg_id=_msg_id_at(r, log, ridx), reason=after[ridx], msg_index=ridx)
     for ridx in sorted(before.keys() - after.keys()):
         r.emit("dlx_settled", raft_term=term, raft_index=idx,
-               msg_id=_msg_id_at(r, srv, ridx), reason=before[ridx], msg_index=ridx)
+               msg_id=_msg_id_at(r, log, ridx), reason=before[ridx], msg_index=ridx)
 
 
 # --- roles, recovery, snapshots --------------------------------------------------------------
 
 
-def entered(ra_state: str, s: RabbitFifoState) -> None:
-    """The member entered Raft state `ra_state` (``recover``, ``follower``, ``leader`` ...)."""
+def entered(ra_state: str, s: RabbitFifoState, ctx: TraceContext | None = None) -> None:
+    """The member entered Raft state `ra_state` (``recover``, ``follower``, ``leader`` ...);
+    `ctx` is its server's context, if the machine runs in one."""
     r = _replica(s)
-    srv = _server_state()
     previous, r.role = r.role, ra_state
-    term = None if srv is None else srv.current_term
-    if ra_state == "recover" and srv is not None:
-        r.last_index = srv.last_applied
-        r.emit("recovered", raft_term=term, raft_index=srv.last_applied)
-    leader = None if srv is None else _server_name(r.queue, srv.leader_id)
+    term = None if ctx is None else ctx.term
+    if ra_state == "recover" and ctx is not None:
+        r.last_index = ctx.last_applied
+        r.emit("recovered", raft_term=term, raft_index=ctx.last_applied)
+    leader = None if ctx is None else _server_name(r.queue, ctx.leader)
     if ra_state == "leader":
         leader = r.server
     r.emit("role_change", raft_term=term, leader=leader, previous=previous)
     if ra_state == "leader":
         # with the membership it leads: before any recorded cluster change, the queue's
         # initial members
-        members = None if srv is None else _member_names(r.queue, srv.cluster)
+        members = None if ctx is None else _member_names(r.queue, ctx.cluster)
         r.emit("leader_elected", raft_term=term, leader=r.server, members=members)
 
 
