@@ -43,7 +43,7 @@ def _node_config(args: argparse.Namespace) -> Any:
 
     flags = {"name": args.name, "amqp_port": args.amqp_port, "data_dir": args.data_dir,
              "peers": args.peers, "net_ticktime": args.net_ticktime, "backend": args.backend,
-             "cookie": args.cookie}
+             "cookie": args.cookie, "rabbitmq_version": args.rabbitmq_version}
     return config.load(args.config, flags)
 
 
@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--net-ticktime", default=None)
     start.add_argument("--backend", default=None, help="memory | quorum | module:factory")
     start.add_argument("--cookie", default=None)
+    start.add_argument("--rabbitmq-version", default=None,
+                       help="the RabbitMQ release to behave as (default: the newest modelled)")
     start.add_argument("--bare", action="store_true",
                        help="only the node and its links: no broker (what the demo runs)")
     start.set_defaults(func=_node_start)

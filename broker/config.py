@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config_schema import ConfigError, validate
+from releases import DEFAULT_SERIES
 
 __all__ = ["ConfigError", "NodeConfig", "load"]
 
@@ -34,6 +35,8 @@ class NodeConfig:
     peers: list[str] = field(default_factory=list)
     net_ticktime: float = 60.0
     backend: str = "memory"
+    #: the RabbitMQ release series this node behaves as (`releases.RELEASES`)
+    rabbitmq_version: str = DEFAULT_SERIES
     quorum_cluster_size: int = 3
     formation_timeout: float = 60.0
     cookie: str | None = None

@@ -17,9 +17,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from releases import UnknownRelease, UnmodelledRelease, lookup, modelled_series
+
 __all__ = ["Backend", "Bool", "CreditPair", "Int", "Kind", "Mismatch", "NodeName",
-           "NodeNames", "Nullable", "Number", "OneOf", "OrInfinity", "Table", "Text",
-           "is_int"]
+           "NodeNames", "Nullable", "Number", "OneOf", "OrInfinity", "RabbitRelease", "Table",
+           "Text", "is_int"]
 
 
 class Mismatch(ValueError):
@@ -163,6 +165,36 @@ class Backend:
                 r"[\w.]+:\w+", value)):
             return value
         raise Mismatch(self.expected)
+
+
+@dataclass(frozen=True)
+class RabbitRelease:
+    """A RabbitMQ release series ("4.2") whose quorum-queue machine is one of `built`.
+
+    A series warren knows but cannot run (its `rabbit_fifo` machine version is not
+    built) is refused like a mistyped one, naming the series it can model: a node
+    must not start claiming a release it would not behave as. A file must quote it
+    (``"3.10"``): as a number it would read as 3.1.
+    """
+
+    built: tuple[int, ...]
+
+    @property
+    def expected(self) -> str:
+        return f"a RabbitMQ release this warren models ({', '.join(modelled_series(self.built))})"
+
+    def parse(self, text: str) -> Any:
+        return text
+
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise Mismatch(f"{self.expected}, as a string")
+        try:
+            return lookup(value, self.built).series
+        except UnknownRelease:
+            raise Mismatch(self.expected) from None
+        except UnmodelledRelease as exc:
+            raise Mismatch(str(exc)) from None
 
 
 def _port(text: str) -> int | None:

@@ -32,11 +32,13 @@ from broker.config_kinds import (
     Number,
     OneOf,
     OrInfinity,
+    RabbitRelease,
     Table,
     Text,
 )
 from channel.assembler import MAX_MSG_SIZE
 from channel.framing import FRAME_MIN_SIZE
+from fifo.machine import SUPPORTED_VERSIONS
 
 __all__ = ["AMQP_KEYS", "NODE_KEYS", "RA_KEYS", "ConfigError", "Section", "check_ra_keys",
            "validate"]
@@ -103,6 +105,7 @@ NODE_KEYS: dict[str, Kind | Section] = {
     "peers": NodeNames(),
     "net_ticktime": Number(0, unit="seconds"),
     "backend": Backend(),
+    "rabbitmq_version": RabbitRelease(SUPPORTED_VERSIONS),
     "quorum_cluster_size": Int(1),
     "formation_timeout": Number(0, unit="seconds"),
     "cookie": Nullable(Text(), "the default"),

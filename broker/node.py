@@ -40,6 +40,8 @@ from broker.store import Metadata, MetadataView, ProjectionServer
 from broker.topology import ReplicatedTopology
 from broker.users import ReplicatedUsers
 from channel.config import BrokerContext, Config
+from fifo.machine import SUPPORTED_VERSIONS
+from releases import lookup
 from supervision import supervisor
 
 __all__ = ["RUNNING", "BrokerNode", "BrokerStartError", "broker_of"]
@@ -235,7 +237,10 @@ class BrokerNode:
         self.dead_letter_publisher: Any = None
         self.backend = _make_backend(config.backend, self)
         self._wire_dead_lettering()
-        amqp = Config(**config.amqp)
+        #: the RabbitMQ release this node behaves as; the channel side reads it from
+        #: its config, the queues it starts from the registry
+        self.release = lookup(config.rabbitmq_version, SUPPORTED_VERSIONS)
+        amqp = Config(**config.amqp, release=self.release)
         self.ctx = BrokerContext(node, self.backend, amqp, topology=self.topology,
                                  users=ReplicatedUsers(self.metadata),
                                  vhost_limits=ReplicatedVhostLimits(self.metadata))

@@ -1,6 +1,7 @@
 """Configuration of the AMQP side of a node, and what every connection shares.
 
-Defaults are RabbitMQ's (spec channel.md §13). `BrokerContext` bundles the
+Defaults are RabbitMQ's; where a release changed one, `release` (the
+`releases.Release` of the node's `rabbitmq_version`) decides. `BrokerContext` bundles the
 node-wide services a reader and its channels use: users, vhosts, the exchange
 topology, the queue backend, the alarm hub, and what the limits of
 `channel.limits` need (vhost limits, the live readers, the peers' counts).
@@ -21,6 +22,7 @@ from channel.consumer_timeout import DEFAULT_CONSUMER_TIMEOUT_MS, DEFAULT_TICK_I
 from channel.credit_flow import DEFAULT_CREDIT, validate_credit
 from channel.exchange import Topology
 from channel.limits import PeerCount, VhostLimits, check_queue_limits
+from releases import DEFAULT_SERIES, RELEASES, Release
 
 __all__ = ["BrokerContext", "Config"]
 
@@ -37,10 +39,15 @@ class Config:
     silent_close_delay_ms: int = 3000
     channel_termination_timeout_ms: int = 3000
     closing_timeout_ms: int = 30_000
-    permit_global_qos: bool = True
-    """4.0-4.2 default: the deprecated feature `global_qos` is permitted."""
+    release: Release = field(default_factory=lambda: RELEASES[DEFAULT_SERIES])
+    """The RabbitMQ release the node behaves as (the node's `rabbitmq_version`)."""
+    permit_global_qos: bool | None = None
+    """Whether the deprecated feature `global_qos` is permitted; None: as `release`
+    has it by default (permitted up to 4.2)."""
     cluster_name: str = "warren"
     server_properties: dict[str, Any] = field(default_factory=dict)
+    """Extra or replaced `connection.start` server properties (RabbitMQ's
+    `server_properties`); they win over the release's, except `capabilities`."""
     connection_max: int | None = None
     """Connections per node (`connection_max`); None (or "infinity") is no limit."""
     channel_max_per_node: int | None = None
@@ -54,6 +61,8 @@ class Config:
 
     def __post_init__(self) -> None:
         validate_credit(self.credit_flow_default_credit)
+        if self.permit_global_qos is None:
+            self.permit_global_qos = self.release.permits("global_qos")
         for key, minimum in (("connection_max", None), ("channel_max_per_node", 1),
                              ("cluster_queue_limit", 1)):
             value = getattr(self, key)

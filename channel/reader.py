@@ -51,6 +51,7 @@ from channel.framing import (
     frame_header,
     method_ids,
 )
+from channel.server_properties import server_properties
 from channel.throttle import PAUSE_HEARTBEAT, RESUME_HEARTBEAT, SEND_UNBLOCKED, Throttle
 from channel.tune import TuneError, negotiate
 from channel.wire import Wire
@@ -279,16 +280,8 @@ class Reader:
         self.terminate("bad protocol header")
 
     def start_method(self) -> Out:
-        capabilities = {name: True for name in (
-            "publisher_confirms", "exchange_exchange_bindings", "basic.nack",
-            "consumer_cancel_notify", "connection.blocked", "consumer_priorities",
-            "authentication_failure_close", "per_consumer_qos", "direct_reply_to")}
-        props: dict[str, Any] = {
-            "capabilities": capabilities, "product": "warren", "version": "0.1.0",
-            "cluster_name": self.cfg.cluster_name, "platform": "Python",
-            "copyright": "warren contributors", "information": "Licensed under Apache-2.0",
-        }
-        props.update(self.cfg.server_properties)
+        props = server_properties(self.cfg.release, self.cfg.cluster_name,
+                                  self.cfg.server_properties)
         return Out.of(C.Connection.Start, version_major=0, version_minor=9,
                       server_properties=props, mechanisms=" ".join(MECHANISMS),
                       locales="en_US")

@@ -170,7 +170,7 @@ def test_a_mistyped_amqp_setting_stops_the_node_before_it_is_ready(tmp_path: Pat
                                "data_dir": str(data), "amqp": {"frame_max": "big"}}))
     got = start_node("--config", str(cfg))
     assert got.returncode == EX_CONFIG, got
-    assert got.line == ("warren: config key amqp.frame_max: expected an integer from 8192 "
+    assert got.line == ("warren: config key amqp.frame_max: expected an integer from 4096 "
                         "to 4294967295, or 0 for no limit, got 'big'")
     assert_no_ready(data, got)
 
@@ -231,3 +231,13 @@ def test_a_broker_whose_listener_cannot_bind_leaves_no_process_behind() -> None:
             assert node.name not in RUNNING
     finally:
         node.stop()
+
+
+def test_a_rabbitmq_version_without_its_machine_is_a_config_error(tmp_path: Path) -> None:
+    got = start_node("--name", name(), "--amqp-port", str(free_port()),
+                     "--rabbitmq-version", "4.3", "--data-dir", str(tmp_path / "data"))
+    assert got.returncode == EX_CONFIG, got
+    assert got.line == ("warren: config key rabbitmq_version: expected a RabbitMQ release "
+                        "this warren models (4.0, 4.2; 4.3 needs rabbit_fifo machine version 8, "
+                        "which is not built yet), got '4.3'")
+    assert_no_ready(tmp_path / "data", got)

@@ -1,0 +1,193 @@
+"""One record per RabbitMQ release series: every behaviour warren selects by version.
+
+Why one table: RabbitMQ's behaviour changed between releases in ways clients and
+operators notice (the `rabbit_fifo` machine version a new quorum queue runs, the
+default delivery limit, what `x-delivery-count` carries, who times out a slow
+consumer, which deprecated features are permitted, what `connection.start`
+says). Keeping each of those choices in the record of the release that makes it
+lets a node be switched from one release to another by one configuration key,
+and makes a difference between two releases a difference between two rows.
+
+Every value is read from upstream at the tag named in the record (or, for the
+platform string, from a real broker of that release): `rabbit_fifo:version/0`,
+`rabbit_quorum_queue`'s DEFAULT_DELIVERY_LIMIT, the `-rabbit_deprecated_feature`
+attributes, `rabbit_reader:server_properties/1` and `server_capabilities/1`,
+and `rabbit.hrl`'s copyright and information texts.
+
+Pure data and lookups: no I/O, and no imports of warren's, so every layer can ask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+__all__ = [
+    "CAPABILITIES",
+    "DEFAULT_SERIES",
+    "RELEASES",
+    "Release",
+    "ServerIdentity",
+    "UnknownRelease",
+    "UnmodelledRelease",
+    "lookup",
+    "modelled_series",
+]
+
+#: `rabbit_reader:server_capabilities(rabbit_framing_amqp_0_9_1)`, in upstream's
+#: order; the same list from 3.10 to 4.3.
+CAPABILITIES: tuple[str, ...] = (
+    "publisher_confirms", "exchange_exchange_bindings", "basic.nack",
+    "consumer_cancel_notify", "connection.blocked", "consumer_priorities",
+    "authentication_failure_close", "per_consumer_qos", "direct_reply_to",
+)
+
+_MPL = "Licensed under the MPL 2.0. Website: https://rabbitmq.com"
+
+Phase = Literal["permitted_by_default", "denied_by_default", "removed"]
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """What `connection.start`'s server properties say the broker is.
+
+    `platform` is `"Erlang/OTP " ++ OTP_VERSION` of the Erlang the release runs on,
+    so it depends on the installation; each record names the Erlang of the package
+    warren is compared against.
+    """
+
+    product: str
+    version: str
+    platform: str
+    copyright: str
+    information: str
+    capabilities: tuple[str, ...] = CAPABILITIES
+
+    def properties(self) -> dict[str, Any]:
+        """The server-properties table without `cluster_name` (the node adds it)."""
+        return {"capabilities": {name: True for name in self.capabilities},
+                "product": self.product, "version": self.version,
+                "platform": self.platform, "copyright": self.copyright,
+                "information": self.information}
+
+
+@dataclass(frozen=True)
+class Release:
+    """What one RabbitMQ release series does, where warren can behave either way."""
+
+    series: str
+    """The name a node's `rabbitmq_version` takes: "4.2"."""
+    server: ServerIdentity
+    machine_version: int
+    """`rabbit_fifo:version()` of the release: the machine a new quorum queue runs."""
+    default_delivery_limit: int | None
+    """A quorum queue's delivery limit when neither argument nor policy sets one
+    (None: unlimited, as before 4.0)."""
+    delivery_count_header: Literal["acquired_count", "delivery_count"]
+    """Which per-message counter `x-delivery-count` carries on a redelivery."""
+    requeue_counts_toward_limit: bool
+    """Whether `basic.nack`/`basic.reject` with requeue (and a closed channel's
+    returns) count against the delivery limit."""
+    consumer_timeout_enforcer: Literal["channel", "quorum_queue"]
+    """Who closes in on a delivery left unacknowledged past `consumer_timeout`: the
+    channel on its tick (closing the channel), or the quorum queue's machine."""
+    last_death_headers: bool
+    """Whether dead-lettered messages carry `x-last-death-*` headers."""
+    default_max_message_size: int
+    """`max_message_size` in the release's application defaults (bytes)."""
+    deprecated_features: Mapping[str, Phase]
+    """The deprecation phase of each deprecated feature warren models; a feature
+    not listed here is permitted (3.10 has no deprecated-feature mechanism)."""
+
+    def permits(self, feature: str) -> bool:
+        """Whether a deprecated feature is permitted when the node's config is silent."""
+        return self.deprecated_features.get(feature, "permitted_by_default") \
+            == "permitted_by_default"
+
+
+def _phases(phase: Phase, removed: Collection[str] = ()) -> Mapping[str, Phase]:
+    return MappingProxyType({feature: ("removed" if feature in removed else phase)
+                             for feature in ("global_qos", "transient_nonexcl_queues",
+                                             "queue_master_locator")})
+
+
+# Erlang of the reference brokers: Debian 12's 3.10.8 runs OTP 25.2.3 and Debian 13's
+# 4.0.5 runs OTP 27.3.4.1 (read from a running node). 4.2 and 4.3 are given the
+# same Erlang 27 as 4.0.5, a release both support.
+_OTP_27 = "Erlang/OTP 27.3.4.1"
+
+RELEASES: Mapping[str, Release] = MappingProxyType({
+    "3.10": Release(
+        series="3.10",
+        server=ServerIdentity("RabbitMQ", "3.10.8", "Erlang/OTP 25.2.3",
+                              "Copyright (c) 2007-2022 VMware, Inc. or its affiliates.",
+                              _MPL),
+        machine_version=2, default_delivery_limit=None,
+        delivery_count_header="delivery_count", requeue_counts_toward_limit=True,
+        consumer_timeout_enforcer="channel", last_death_headers=False,
+        default_max_message_size=134_217_728,
+        deprecated_features=MappingProxyType({})),
+    "4.0": Release(
+        series="4.0",
+        server=ServerIdentity("RabbitMQ", "4.0.5", _OTP_27,
+                              "Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries",
+                              _MPL),
+        machine_version=5, default_delivery_limit=20,
+        delivery_count_header="acquired_count", requeue_counts_toward_limit=True,
+        consumer_timeout_enforcer="channel", last_death_headers=True,
+        default_max_message_size=16_777_216,
+        deprecated_features=_phases("permitted_by_default")),
+    "4.2": Release(
+        series="4.2",
+        server=ServerIdentity("RabbitMQ", "4.2.9", _OTP_27,
+                              "Copyright (c) 2007-2026 Broadcom Inc and/or its subsidiaries",
+                              _MPL),
+        machine_version=7, default_delivery_limit=20,
+        delivery_count_header="acquired_count", requeue_counts_toward_limit=True,
+        consumer_timeout_enforcer="channel", last_death_headers=True,
+        default_max_message_size=16_777_216,
+        deprecated_features=_phases("permitted_by_default")),
+    "4.3": Release(
+        series="4.3",
+        server=ServerIdentity("RabbitMQ", "4.3.5", _OTP_27,
+                              "Copyright (c) 2007-2026 Broadcom Inc and/or its subsidiaries",
+                              _MPL),
+        machine_version=8, default_delivery_limit=20,
+        delivery_count_header="delivery_count", requeue_counts_toward_limit=False,
+        consumer_timeout_enforcer="quorum_queue", last_death_headers=True,
+        default_max_message_size=16_777_216,
+        deprecated_features=_phases("denied_by_default", removed=("queue_master_locator",))),
+})
+
+#: The newest release whose machine version warren builds (rabbit_fifo 7).
+DEFAULT_SERIES = "4.2"
+
+
+class UnknownRelease(ValueError):
+    """A `rabbitmq_version` that names no release in the table."""
+
+
+class UnmodelledRelease(ValueError):
+    """A release in the table whose quorum-queue machine version is not built."""
+
+
+def modelled_series(built_machines: Collection[int]) -> list[str]:
+    """The series whose machine version is among `built_machines`, oldest first."""
+    return [s for s, r in RELEASES.items() if r.machine_version in built_machines]
+
+
+def lookup(series: str, built_machines: Collection[int]) -> Release:
+    """The record of `series`, refused unless its machine is one of `built_machines`
+    (what the fifo package implements): a node must not claim a release whose
+    quorum queues it would run with another release's machine."""
+    release = RELEASES.get(series)
+    if release is None:
+        raise UnknownRelease(f"one of {', '.join(RELEASES)}")
+    if release.machine_version not in built_machines:
+        can = ", ".join(modelled_series(built_machines)) or "none"
+        raise UnmodelledRelease(
+            f"a RabbitMQ release this warren models ({can}; {series} needs rabbit_fifo "
+            f"machine version {release.machine_version}, which is not built yet)")
+    return release
