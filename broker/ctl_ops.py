@@ -64,6 +64,7 @@ def cluster_status() -> dict[str, Any]:
     alarms = _alarm_maps(_call(ALARM_SERVER, "get_alarms"))
     return {
         "node": node.name,
+        "rabbitmq_version": broker.release.server.version,
         "disk_nodes": nodes,
         "running_nodes": running,
         "down_nodes": [n for n in nodes if n not in running],
@@ -154,14 +155,14 @@ def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
                      "membership": ov.get("membership"), "last_log_index": ov["last_index"],
                      "last_written": ov["last_written_index"],
                      "last_applied": ov["last_applied"], "commit_index": ov["commit_index"],
-                     "snapshot_index": ov["snapshot_index"], "term": ov["current_term"]})
+                     "snapshot_index": ov["snapshot_index"], "term": ov["current_term"],
+                     "machine_version": ov["effective_machine_version"]})
     return rows
 
 
 def add_member(vhost: str, name: str, node: str) -> str:
     from broker.queue_config import machine_config
     from fifo import ra_glue
-    from fifo.machine import MACHINE_VERSION
     from ra import api
 
     broker = broker_of()
@@ -172,10 +173,11 @@ def add_member(vhost: str, name: str, node: str) -> str:
     if new in record.servers:
         raise CtlError(f"{node} is already a member of queue '{name}'")
     config = machine_config(record, int(actors.get_node().clock.system_time_ms()))
-    machine = ra_glue.QueueMachine(config, MACHINE_VERSION)
+    version = broker.registry.machine_version
+    machine = ra_glue.QueueMachine(config, version)
     server = {"id": new, "uid": api.new_uid(record.ra_name), "cluster_name": record.ra_name,
               "initial_members": [*record.servers, new], "machine": machine,
-              "initial_machine_version": MACHINE_VERSION}
+              "initial_machine_version": version}
     started = api.start_server(RA_SYSTEM, server)
     if started != "ok":
         raise CtlError(f"cannot start a member of '{name}' on {node}: {started!r}", 70)

@@ -227,7 +227,11 @@ class BrokerNode:
         self.view = MetadataView()
         self.metadata = Metadata(node.name, self.view, config.all_nodes)
         self.topology = ReplicatedTopology(self.metadata)
-        self.registry = MetadataRegistry(self.metadata, RA_SYSTEM, config.quorum_cluster_size)
+        #: the RabbitMQ release this node behaves as; the channel side reads it from
+        #: its config, the queues it starts from the registry
+        self.release = lookup(config.rabbitmq_version, SUPPORTED_VERSIONS)
+        self.registry = MetadataRegistry(self.metadata, RA_SYSTEM, config.quorum_cluster_size,
+                                         self.release.machine_version)
         self.up_nodes: set[str] = set()
         self.formation = ""
         self.listener: Any = None
@@ -237,9 +241,6 @@ class BrokerNode:
         self.dead_letter_publisher: Any = None
         self.backend = _make_backend(config.backend, self)
         self._wire_dead_lettering()
-        #: the RabbitMQ release this node behaves as; the channel side reads it from
-        #: its config, the queues it starts from the registry
-        self.release = lookup(config.rabbitmq_version, SUPPORTED_VERSIONS)
         amqp = Config(**config.amqp, release=self.release)
         self.ctx = BrokerContext(node, self.backend, amqp, topology=self.topology,
                                  users=ReplicatedUsers(self.metadata),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import actors
@@ -22,6 +23,7 @@ from broker.store import Metadata
 from channel.errors import AmqpError, rs
 from channel.queue_args import validate_quorum_args
 from channel.queue_registry import QueueRecord, ServerId
+from fifo.machine import MACHINE_VERSION
 
 __all__ = ["MetadataRegistry", "choose_nodes"]
 
@@ -52,10 +54,13 @@ _LOCATOR_ALIASES = {"random": "balanced", "least-leaders": "balanced",
 
 class MetadataRegistry:
     def __init__(self, metadata: Metadata, system: str = "default",
-                 cluster_size: int = QUORUM_CLUSTER_SIZE) -> None:
+                 cluster_size: int = QUORUM_CLUSTER_SIZE,
+                 machine_version: int = MACHINE_VERSION) -> None:
         self.metadata = metadata
         self.system = system
         self.cluster_size = cluster_size
+        #: the `rabbit_fifo` version new queues start at: the node's release's
+        self.machine_version = machine_version
 
     # ------------------------------------------------------------------ reads
 
@@ -110,7 +115,8 @@ class MetadataRegistry:
         config.pop("name")
         config.pop("queue_resource")
         # started from the chosen leader's node, whose member stands for election first
-        return ra_system.rpc(nodes[0], ra_glue.start_queue, self.system, record.ra_name,
+        start = partial(ra_glue.start_queue, machine_version=self.machine_version)
+        return ra_system.rpc(nodes[0], start, self.system, record.ra_name,
                              queue_resource(record.vhost, record.name), nodes, config,
                              timeout=30_000)
 
