@@ -215,7 +215,10 @@ class ClassicQueue:
                 self.consumers.activate(nxt.key)
 
     def _consumers_gone(self, now: int) -> bool:
-        """After a consumer left: auto-delete, or restart the x-expires timer."""
+        """After a consumer or a channel left: auto-delete, or restart the x-expires timer.
+
+        Auto-delete needs a consumer to have existed since the queue started, so a
+        queue only ever read with ``basic.get`` stays."""
         if len(self.consumers) > 0:
             return False
         if self.config.auto_delete and self.had_consumers:
@@ -296,14 +299,15 @@ class ClassicQueue:
         record = self.consumers.channels.get(cmd.channel)
         if record is None:
             return e.Ok()
-        had = record.consumer_count > 0
         for key in [k for k in self.consumers.by_key if k[0] == cmd.channel]:
             self._remove_consumer(key)
         returned = self._take_unacked(cmd.channel, tuple(record.unacked))
         del self.consumers.channels[cmd.channel]
         self.monitored.discard(cmd.channel)
         self._requeue(returned, now)
-        if had and self._consumers_gone(now):
+        # upstream restarts the expiry timer on every channel DOWN that leaves the
+        # queue unused, not only when the channel had consumers
+        if self._consumers_gone(now):
             return e.Ok()
         self._run(now)
         return e.Ok()

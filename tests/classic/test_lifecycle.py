@@ -127,3 +127,13 @@ def test_stat_counts_ready_messages_and_every_consumer_including_standbys() -> N
     assert (q.queue.messages_ready, q.queue.messages_unacknowledged, q.queue.messages) == (3, 2, 5)
     assert (q.queue.message_bytes, q.queue.message_bytes_ready,
             q.queue.message_bytes_unacknowledged) == (10, 6, 4)
+
+
+def test_x_expires_restarts_when_a_channel_without_consumers_goes_down() -> None:
+    q = Q(expires=500)
+    q.publish("m1", confirm=False)
+    q.now = 300
+    q.do(c.BasicGet(CH1))
+    q.now = 700
+    q.do(c.NotifyDown(CH1))
+    assert q.queue.queue_expiry_deadline() == 1200
