@@ -49,7 +49,8 @@ __all__ = [
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
 FRAME_END = 0xCE
-FRAME_MIN_SIZE = 8192
+FRAME_MIN_SIZE = 4096
+"""The smallest frame_max a client may negotiate (RabbitMQ 3.x-4.1; 4.2 raised it to 8192)."""
 HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 EMPTY_PROPERTIES = b"\x00\x00"
 _HEADER = struct.Struct(">BHI")

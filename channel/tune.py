@@ -1,9 +1,11 @@
 """connection.tune / tune-ok: the server's offer and the check of the client's answer.
 
-Kept apart from the reader because the rules are small but exact (spec
-channel.md §3.5): frame_max has a floor of 8192, channel_max a floor of 1, a
-client value above the server's (or 0 = no limit when the server has one) is
-refused, and heartbeat is taken as the client sends it.
+Kept apart from the reader because the rules are small but exact
+(`rabbit_reader:validate_negotiated_integer_value`): frame_max has a floor of
+`FRAME_MIN_SIZE` (4096), channel_max a floor of 1, a client value above the
+server's (or 0 = no limit when the server has one) is refused, and heartbeat is
+taken as the client sends it. A refusal is a handshake error: RabbitMQ logs the
+text, sends nothing, and closes the socket after its anti-DoS delay.
 """
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ def test_tune_ok_below_the_minimum_frame_max_closes_without_open_ok(raw: Raw) ->
     raw.send(C.Connection.StartOk(client_properties={}, mechanism="PLAIN",
                                   response="\x00guest\x00guest"))
     raw.method()
-    raw.send(C.Connection.TuneOk(channel_max=10, frame_max=4096, heartbeat=0))
+    raw.send(C.Connection.TuneOk(channel_max=10, frame_max=4095, heartbeat=0))
     raw.send(C.Connection.Open(virtual_host="/"))
     assert raw.closed()
     assert raw.buf == b""
