@@ -169,3 +169,12 @@ def test_writer_lagging_by_the_unsent_limit_stops_deliveries_to_its_channel() ->
     assert delivered(effects) == []
     _, effects = q.do(c.NotifySent(CH1, 50))
     assert delivered(effects) == [(CH1, "t", "late", False)]
+
+
+def test_basic_get_works_on_a_single_active_consumer_queue_and_takes_the_head() -> None:
+    q = Q(single_active_consumer=True)
+    q.consume(CH1, "a", prefetch=1)
+    q.publish_all("m1", "m2", "m3")
+    reply, _ = q.do(c.BasicGet(CH2))
+    assert isinstance(reply, e.GetOk) and reply.delivery.content == "m2"
+    assert reply.message_count == 1
