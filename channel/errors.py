@@ -3,7 +3,8 @@
 RabbitMQ raises `#amqp_error{name, explanation, method}` and decides late
 whether it closes the channel (soft) or the connection (hard). warren does the
 same with `AmqpError`; the reply text on the wire is built exactly as
-`rabbit_binary_generator` does: NAME - explanation, cut to 255 characters.
+`rabbit_binary_generator` does: NAME - explanation, and a text longer than 255
+characters cut to its first 252 followed by "...".
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class AmqpError(Exception):
     @property
     def reply_text(self) -> str:
         text = f"{self.name} - {self.explanation}" if self.explanation else self.name
-        return text[:255]
+        return text if len(text) <= 255 else text[:252] + "..."
 
     def with_method(self, method: tuple[int, int]) -> AmqpError:
         """Stamp the failing method's ids unless the error already names one."""

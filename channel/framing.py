@@ -22,6 +22,7 @@ from pamqp import commands, decode, encode
 from pamqp.base import Frame as MethodFrame
 
 from actors.wire import frozen_init
+from channel.method_check import BadTable, MalformedUtf8, check_arguments
 
 __all__ = [
     "EMPTY_PROPERTIES",
@@ -37,6 +38,7 @@ __all__ = [
     "ContentHeader",
     "MethodFrame",
     "Out",
+    "analyze_frame",
     "decode_method",
     "decode_properties",
     "encode_command",
@@ -67,6 +69,24 @@ def frame_header(data: bytes | bytearray) -> tuple[int, int, int]:
     return _HEADER.unpack_from(data, 0)
 
 
+def analyze_frame(frame_type: int, payload: bytes) -> str | None:
+    """`rabbit_command_assembler:analyze_frame/3`: what a frame is, None if it is none.
+
+    A method needs its two ids, a content header its class, weight and body
+    size; a heartbeat has no payload at all. Anything else (an unknown type, a
+    heartbeat carrying bytes) is an unknown frame.
+    """
+    if frame_type == FRAME_METHOD:
+        return "method" if len(payload) >= 4 else None
+    if frame_type == FRAME_HEADER:
+        return "header" if len(payload) >= _CONTENT_HEADER.size else None
+    if frame_type == FRAME_BODY:
+        return "body"
+    if frame_type == FRAME_HEARTBEAT:
+        return "heartbeat" if not payload else None
+    return None
+
+
 def method_ids(method: type[MethodFrame] | MethodFrame) -> tuple[int, int]:
     """(class-id, method-id) of a pamqp method class or instance."""
     return method.index >> 16, method.index & 0xFFFF
@@ -79,8 +99,8 @@ _ACK_PAYLOAD = struct.Struct(">IqB")  # pamqp reads a longlong as signed
 
 def _publish_fast(payload: bytes) -> MethodFrame | None:
     """`basic.publish` read directly: the same object pamqp's generic decoder
-    builds, for a payload that holds every field; None sends it down pamqp's path
-    (so a malformed one fails exactly as it does there)."""
+    builds, for a payload that holds exactly its fields; None sends it down the
+    generic path (so a malformed one fails exactly as it does there)."""
     n = len(payload)
     if n < 9:
         return None
@@ -88,7 +108,7 @@ def _publish_fast(payload: bytes) -> MethodFrame | None:
     if x_end >= n:
         return None
     r_end = x_end + 1 + payload[x_end]
-    if r_end >= n:
+    if r_end + 1 != n:
         return None
     try:
         exchange = bytes(payload[7:x_end]).decode("utf-8")
@@ -106,7 +126,8 @@ def _publish_fast(payload: bytes) -> MethodFrame | None:
 
 
 def decode_method(payload: bytes) -> MethodFrame:
-    """Decode a method frame payload; KeyError for unknown ids, ValueError if malformed.
+    """Decode a method frame payload; KeyError for unknown ids, ValueError if malformed
+    (one of `method_check`'s errors when RabbitMQ's decoder would refuse it too).
 
     The two methods a busy connection sends once per message, ``basic.publish``
     and ``basic.ack``, are read directly (pamqp's generic decoder walks the
@@ -120,7 +141,7 @@ def decode_method(payload: bytes) -> MethodFrame:
         fast = _publish_fast(payload)
         if fast is not None:
             return fast
-    elif index == _ACK.index and len(payload) >= 13:
+    elif index == _ACK.index and len(payload) == 13:
         _, tag, bits = _ACK_PAYLOAD.unpack_from(payload, 0)
         ack = _ACK.__new__(_ACK)
         ack.delivery_tag = tag
@@ -130,12 +151,22 @@ def decode_method(payload: bytes) -> MethodFrame:
 
 
 def _decode_generic(index: int, payload: bytes) -> MethodFrame:
+    """pamqp's decoder, after the arguments passed RabbitMQ's own checks.
+
+    What pamqp still refuses then is a name it cannot hold as text: a table key,
+    or a short string of a content-bearing method (which RabbitMQ keeps as
+    bytes); it is refused as malformed UTF-8.
+    """
     cls = commands.INDEX_MAPPING[index]
+    fields = payload[4:]
+    check_arguments(cls, fields)
     method = cls.__new__(cls)
     try:
-        method.unmarshal(payload[4:])
-    except (struct.error, IndexError, UnicodeDecodeError) as exc:
-        raise ValueError(str(exc)) from exc
+        method.unmarshal(fields)
+    except UnicodeDecodeError:
+        raise MalformedUtf8("Malformed UTF-8 in shortstr") from None
+    except (struct.error, IndexError, ValueError) as exc:
+        raise BadTable(str(exc)) from exc
     return method
 
 
@@ -150,7 +181,9 @@ class ContentHeader:
 
 
 def parse_content_header(payload: bytes) -> ContentHeader:
-    if len(payload) < 14:
+    """Class, weight and body size; the property bytes are kept as they are, unread
+    (as RabbitMQ does, which reads them only when it needs a property)."""
+    if len(payload) < _CONTENT_HEADER.size:
         raise ValueError("content header too short")
     class_id, weight, body_size = _CONTENT_HEADER.unpack_from(payload, 0)
     return ContentHeader(class_id, weight, body_size, bytes(payload[12:]))

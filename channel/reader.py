@@ -37,20 +37,19 @@ from channel.channel import ConnectionInfo
 from channel.config import BrokerContext
 from channel.credit_flow import CreditFlow
 from channel.errors import INTERNAL_ERROR_CLOSE, AmqpError, erlang_term
+from channel.frame_text import cannot_decode, frame_error_text, unexpected_frame_text
 from channel.framing import (
-    FRAME_BODY,
     FRAME_END,
-    FRAME_HEADER,
-    FRAME_HEARTBEAT,
-    FRAME_METHOD,
     PROTOCOL_HEADER,
     MethodFrame,
     Out,
+    analyze_frame,
     decode_method,
     encode_method,
     frame_header,
     method_ids,
 )
+from channel.method_check import BadTable, CannotDecode, MalformedUtf8
 from channel.server_properties import server_properties
 from channel.throttle import PAUSE_HEARTBEAT, RESUME_HEARTBEAT, SEND_UNBLOCKED, Throttle
 from channel.tune import TuneError, negotiate
@@ -79,6 +78,19 @@ def receiver_main(wire: Wire, reader: Any) -> None:
             actors.send(reader, ("tcp_closed",))
             return
         actors.send(reader, ("tcp", data))
+
+
+class Failure(Exception):
+    """A failure that is not an AMQP error (RabbitMQ's `{Type, Reason, Method, Stack}`).
+
+    On channel 0 it becomes `541 INTERNAL_ERROR` once the connection is open, and
+    a silent close before; where RabbitMQ's reader itself would crash on it
+    (`crash`), the connection is dropped without a close frame.
+    """
+
+    def __init__(self, why: str, crash: bool = False) -> None:
+        super().__init__(why)
+        self.crash = crash
 
 
 @dataclass
@@ -246,9 +258,8 @@ class Reader:
                 return
             ftype, channel, size = frame_header(self.buf)
             if self.wire.frame_max and size > self.wire.frame_max:
-                self.fatal_frame_error(
-                    f"type {ftype}, all octets = <<>>: "
-                    f"{{frame_too_large,{size},{self.wire.frame_max - 8}}}")
+                self.fatal_frame_error(frame_error_text(
+                    ftype, b"", f"{{frame_too_large,{size},{self.wire.frame_max - 8}}}"))
                 return
             if len(self.buf) < 8 + size:
                 return
@@ -256,14 +267,16 @@ class Reader:
             payload = bytes(self.buf[7:7 + size])
             del self.buf[:8 + size]
             if end != FRAME_END:
-                self.fatal_frame_error(
-                    f"type {ftype}, all octets = <<>>: {{invalid_frame_end_marker,{end}}}")
+                self.fatal_frame_error(frame_error_text(
+                    ftype, payload, f"{{invalid_frame_end_marker,{end}}}"))
                 return
             self.frames_parsed += 1
             try:
                 self.handle_frame(ftype, channel, payload)
             except AmqpError as error:
                 self.handle_exception(channel, error)
+            except Failure as failure:
+                self.handle_failure(failure)
 
     def protocol_header(self, header: bytes) -> None:
         if header == PROTOCOL_HEADER or header == b"AMQP\x01\x01\x00\x09":
@@ -293,8 +306,12 @@ class Reader:
             self.terminate("send failed")
 
     def fatal_frame_error(self, explanation: str) -> None:
-        error = AmqpError("FRAME_ERROR", explanation)
-        self.send_close(error)
+        """We lost sync with the client: say why (once open), read nothing more,
+        close after the anti-DoS delay."""
+        if self.state not in (*HANDSHAKE, "closed"):
+            self.send_close(AmqpError("FRAME_ERROR", explanation))
+        else:
+            log.error("connection %s frame error: %s", self.peer, explanation)
         self.silent_close()
 
     def silent_close(self) -> None:
@@ -308,45 +325,67 @@ class Reader:
                           method_id=error.method[1]))
 
     def handle_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        """`rabbit_reader:handle_frame/4`: what a frame may be depends on its
+        channel and on the connection's state."""
+        kind = analyze_frame(ftype, payload)
         if self.state in ("closing", "closed"):
-            if channel == 0 and ftype == FRAME_METHOD:
-                method = self.decode(payload)
+            if channel == 0 and kind == "method":
+                try:
+                    method = self.decode(payload, channel)
+                except (AmqpError, Failure):
+                    return
                 if method.name in ("Connection.Close", "Connection.CloseOk"):
                     self.connection_method(method)
             return
-        if ftype not in (FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT):
-            raise AmqpError("FRAME_ERROR", f"type {ftype}, all octets = <<>>: unknown_frame")
         if channel == 0:
-            if ftype == FRAME_HEARTBEAT:
+            if kind is None:
+                raise AmqpError("FRAME_ERROR", frame_error_text(ftype, payload, "unknown_frame"))
+            if kind == "heartbeat":
                 return
-            if ftype != FRAME_METHOD:
-                raise AmqpError("UNEXPECTED_FRAME",
-                                "expected method frame, got non method frame instead")
-            self.connection_method(self.decode(payload))
+            if kind != "method":
+                raise AmqpError("UNEXPECTED_FRAME", unexpected_frame_text(ftype, payload))
+            self.connection_method(self.decode(payload, channel))
             return
         if self.state not in RUNNING:
-            raise AmqpError("UNEXPECTED_FRAME", f"type {ftype}, all octets = <<>>")
-        if ftype == FRAME_HEARTBEAT:
-            raise AmqpError("UNEXPECTED_FRAME", "type 8, all octets = <<>>")
+            raise AmqpError("UNEXPECTED_FRAME", unexpected_frame_text(ftype, payload))
+        if kind is None:
+            raise AmqpError("FRAME_ERROR", frame_error_text(ftype, payload, "unknown_frame"))
+        if kind == "heartbeat":
+            raise AmqpError("UNEXPECTED_FRAME", unexpected_frame_text(ftype, payload))
         ch = self.channels.get(channel)
         if ch is None:
             ch = self.create_channel(channel)
-        if ftype == FRAME_METHOD:
-            command = ch.assembler.method_frame(self.decode(payload))
+        if kind == "method":
+            command = ch.assembler.method_frame(self.decode(payload, channel))
         else:
             command = ch.assembler.content_frame(ftype, payload)
         if command is not None:
             self.dispatch(ch, command)
-        if ftype in (FRAME_HEADER, FRAME_BODY):
+        if kind != "method":
             self.publish_received()
 
-    def decode(self, payload: bytes) -> MethodFrame:
+    def decode(self, payload: bytes, channel: int) -> MethodFrame:
+        """Decode a method, failing as RabbitMQ fails on it.
+
+        Arguments that do not decode are a 501 naming the method on a channel;
+        on channel 0 RabbitMQ's reader meets them as a non-AMQP failure.
+        Malformed UTF-8 is a 501 naming the method only on channel 0. A table
+        that does not parse crashes RabbitMQ's reader outright.
+        """
         try:
             return decode_method(payload)
         except KeyError:
             raise AmqpError("COMMAND_INVALID", "unknown method") from None
-        except ValueError as exc:
-            raise AmqpError("SYNTAX_ERROR", f"cannot decode method: {exc}") from None
+        except CannotDecode:
+            if channel == 0:
+                raise Failure("cannot decode the arguments of a connection method") from None
+            ids = (payload[0] << 8 | payload[1], payload[2] << 8 | payload[3])
+            raise AmqpError("FRAME_ERROR", cannot_decode(payload[4:]), ids) from None
+        except MalformedUtf8 as exc:
+            ids = (payload[0] << 8 | payload[1], payload[2] << 8 | payload[3])
+            raise AmqpError("FRAME_ERROR", str(exc), ids if channel == 0 else (0, 0)) from None
+        except BadTable as exc:
+            raise Failure(f"field table does not parse: {exc}", crash=channel != 0) from None
 
     # -------------------------------------------------------------- channels
 
@@ -557,6 +596,17 @@ class Reader:
                  self.peer, self.user.name, m.reason)
 
     # --------------------------------------------------------------- closing
+
+    def handle_failure(self, failure: Failure) -> None:
+        """A non-AMQP failure: a crash drops the socket now; otherwise 541 once
+        open, the silent close before."""
+        log.error("connection %s: %s", self.peer, failure)
+        if failure.crash:
+            self.terminate(str(failure))
+        elif self.state in (*HANDSHAKE, "opening"):
+            self.silent_close()
+        elif self.state not in ("closing", "closed"):
+            self.server_close(INTERNAL_ERROR_CLOSE)
 
     def handle_exception(self, channel: int, error: AmqpError) -> None:
         if self.state in HANDSHAKE:

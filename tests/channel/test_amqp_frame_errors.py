@@ -1,19 +1,23 @@
 """RabbitMQ's answers to broken input, byte for byte, over a raw socket.
 
-A tune-ok the server refuses.
+A tune-ok the server refuses, method arguments that do not decode, a heartbeat
+that carries bytes, a frame that is no frame.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Iterator
 
 import pytest
 from pamqp import commands as C
+from pamqp import frame as pframe
 
 from channel.config import Config
 from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw
+from tests.waiting import hub_wait_until
 
 
 @pytest.fixture
@@ -29,6 +33,21 @@ def raw(broker: Broker) -> Iterator[Raw]:
     r.close()
 
 
+def frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    return struct.pack(">BHI", frame_type, channel, len(payload)) + payload + b"\xce"
+
+
+def method_frame(channel: int, class_id: int, method_id: int, arguments: bytes) -> bytes:
+    return frame(1, channel, struct.pack(">HH", class_id, method_id) + arguments)
+
+
+def close_of(raw: Raw) -> tuple[int, int, str, int, int]:
+    """The next method: it must be a close; (channel, code, text, class id, method id)."""
+    channel, method = raw.frame()
+    assert method.name in ("Connection.Close", "Channel.Close"), method
+    return channel, method.reply_code, method.reply_text, method.class_id, method.method_id
+
+
 def everything_until_eof(raw: Raw) -> bytes:
     """All bytes the server still sends before it closes the socket."""
     data = raw.buf
@@ -40,6 +59,11 @@ def everything_until_eof(raw: Raw) -> bytes:
         if not chunk:
             return data
         data += chunk
+
+
+def closes_after_close_ok(raw: Raw) -> bool:
+    raw.send(C.Connection.CloseOk())
+    return everything_until_eof(raw) == b""
 
 
 def tune(raw: Raw, frame_max: int, channel_max: int = 2047) -> None:
@@ -88,3 +112,149 @@ def test_a_refused_tune_ok_is_logged_and_the_socket_closed_without_a_frame(
     raw.send(C.Connection.Open(virtual_host="/"))
     assert everything_until_eof(raw) == b""
     assert f"failed to negotiate connection parameters: {text}" in caplog.text
+
+
+# ------------------------------------------------------ undecodable methods
+
+
+def _queue_declare(name: bytes = b"q", table: bytes = b"\x00\x00\x00\x00") -> bytes:
+    return b"\x00\x00" + bytes([len(name)]) + name + b"\x00" + table
+
+
+@pytest.mark.parametrize(("class_id", "method_id", "arguments"), [
+    (50, 10, _queue_declare()[:-2]),                    # the table's length cut short
+    (60, 10, b"\x00\x00\x00\x00\x00\x01\x00\x07"),      # basic.qos with a byte too many
+    (50, 10, b"\x00\x00\x40ab"),                        # a short string past the end
+    (60, 40, b"\x00\x00\x00"),                          # basic.publish cut short
+    (60, 40, b"\x00\x00\x00\x01q\x00\x00"),             # basic.publish with a byte too many
+    (60, 80, b"\x00\x00\x00\x00\x00\x00\x00\x01"),      # basic.ack without its flags
+    (60, 70, b""),                                      # basic.get without arguments
+])
+def test_method_arguments_that_do_not_decode_are_501_cannot_decode(
+        raw: Raw, class_id: int, method_id: int, arguments: bytes) -> None:
+    raw.handshake()
+    open_channel(raw)
+    raw.sock.sendall(method_frame(1, class_id, method_id, arguments))
+    expected = "FRAME_ERROR - cannot decode <<" + ",".join(map(str, arguments)) + ">>"
+    assert close_of(raw) == (0, 501, expected, class_id, method_id)
+    assert closes_after_close_ok(raw)
+
+
+def test_a_long_cannot_decode_text_keeps_252_characters_and_ends_in_dots(raw: Raw) -> None:
+    raw.handshake()
+    open_channel(raw)
+    raw.sock.sendall(method_frame(1, 50, 10, _queue_declare(b"q" * 200)[:-1]))
+    _, code, text, *_ = close_of(raw)
+    assert code == 501 and len(text) == 255
+    assert text == ("FRAME_ERROR - cannot decode <<0,0,200," + "113," * 200)[:252] + "..."
+
+
+def test_malformed_utf8_in_a_short_string_is_501_without_a_method(raw: Raw) -> None:
+    raw.handshake()
+    open_channel(raw)
+    raw.sock.sendall(method_frame(1, 50, 10, _queue_declare(b"\xff\xfe")))
+    assert close_of(raw) == (0, 501, "FRAME_ERROR - Malformed UTF-8 in shortstr", 0, 0)
+
+
+def test_malformed_utf8_in_a_connection_method_names_that_method(raw: Raw) -> None:
+    raw.handshake()
+    raw.sock.sendall(method_frame(0, 10, 50, b"\x00\xc8\x01\xff\x00\x00\x00\x00"))
+    assert close_of(raw) == (0, 501, "FRAME_ERROR - Malformed UTF-8 in shortstr", 10, 50)
+
+
+def test_an_undecodable_connection_method_is_an_internal_error(raw: Raw) -> None:
+    """On channel 0 RabbitMQ's reader catches the decoder's refusal as a failure,
+    not as an AMQP error."""
+    raw.handshake()
+    raw.sock.sendall(method_frame(0, 10, 50, b"\x00\xc8\x03by"))
+    assert close_of(raw) == (0, 541, "INTERNAL_ERROR", 0, 0)
+    assert closes_after_close_ok(raw)
+
+
+def test_an_undecodable_connection_open_closes_silently(raw: Raw) -> None:
+    tune(raw, frame_max=131072)
+    raw.sock.sendall(method_frame(0, 10, 40, b"\x01/"))
+    assert everything_until_eof(raw) == b""
+
+
+def test_a_field_table_that_does_not_parse_drops_the_connection(broker: Broker,
+                                                                raw: Raw) -> None:
+    """RabbitMQ's reader crashes on it: no close frame, the socket goes at once."""
+    raw.handshake()
+    open_channel(raw)
+    raw.sock.sendall(method_frame(1, 50, 10, _queue_declare(table=b"\x00\x00\x00\x03\x01aZ")))
+    assert everything_until_eof(raw) == b""
+    hub_wait_until(lambda: not broker.listener.readers, "the reader to end")
+
+
+# --------------------------------------------------- frames that are none
+
+
+@pytest.mark.parametrize(("channel", "payload", "shown"), [
+    (0, b"ab", 'all octets = <<"ab">>'),
+    (1, b"ab", 'all octets = <<"ab">>'),
+    (0, b"\x00\x01\xff", "all octets = <<0,1,255>>"),
+    (0, b"x" * 20, 'first 16 octets = <<"xxxxxxxxxxxxxxxx">>'),
+    (0, b'a"\\\n\x1b', 'all octets = <<"a\\"\\\\\\n\\e">>'),
+    (0, "é".encode(), 'all octets = <<"é"/utf8>>'),
+    (0, b"\xff\xff", 'all octets = <<"ÿÿ">>'),
+    (0, b"abcdefghijklmno\x01", "all octets = <<97,98,99,100,101,102,103,104,105,106,107,"
+                                "108,109,110,\n                       111,1>>"),
+])
+def test_a_heartbeat_with_a_payload_is_501_unknown_frame(raw: Raw, channel: int,
+                                                        payload: bytes, shown: str) -> None:
+    raw.handshake()
+    if channel:
+        open_channel(raw, channel)
+    raw.sock.sendall(frame(8, channel, payload))
+    assert close_of(raw) == (0, 501, f"FRAME_ERROR - type 8, {shown}: unknown_frame", 0, 0)
+    assert closes_after_close_ok(raw)
+
+
+def test_a_heartbeat_with_a_payload_before_tune_ok_closes_silently(raw: Raw) -> None:
+    raw.sock.sendall(b"AMQP\x00\x00\x09\x01")
+    raw.method()
+    raw.send(C.Connection.StartOk(client_properties={}, mechanism="PLAIN",
+                                  response="\x00guest\x00guest"))
+    assert raw.method().name == "Connection.Tune"
+    raw.sock.sendall(frame(8, 0, b"ab"))
+    assert everything_until_eof(raw) == b""
+
+
+def test_a_heartbeat_with_a_payload_after_tune_ok_is_answered(raw: Raw) -> None:
+    tune(raw, frame_max=131072)
+    raw.sock.sendall(frame(8, 0, b"ab"))
+    assert close_of(raw) == (
+        0, 501, 'FRAME_ERROR - type 8, all octets = <<"ab">>: unknown_frame', 0, 0)
+    assert closes_after_close_ok(raw)
+
+
+def test_an_empty_heartbeat_on_channel_0_is_still_welcome(broker: Broker, raw: Raw) -> None:
+    raw.handshake()
+    raw.sock.sendall(frame(8, 0, b""))
+    open_channel(raw)
+
+
+@pytest.mark.parametrize(("data", "code", "text"), [
+    (frame(9, 0, b"zz"), 501, 'FRAME_ERROR - type 9, all octets = <<"zz">>: unknown_frame'),
+    (frame(1, 0, b"\x00\x14\x00"), 501,
+     "FRAME_ERROR - type 1, all octets = <<0,20,0>>: unknown_frame"),
+    (frame(2, 0, struct.pack(">HHQ", 60, 0, 5) + b"\x00\x00"), 505,
+     "UNEXPECTED_FRAME - type 2, all octets = <<0,60,0,0,0,0,0,0,0,0,0,5,0,0>>"),
+    (frame(3, 0, b"hello"), 505, 'UNEXPECTED_FRAME - type 3, all octets = <<"hello">>'),
+    (pframe.marshal(C.Basic.Publish(routing_key="q"), 1) + frame(2, 1, b"\x00\x3c" + b"\x00" * 9),
+     501, "FRAME_ERROR - type 2, all octets = <<0,60,0,0,0,0,0,0,0,0,0>>: unknown_frame"),
+])
+def test_frames_that_are_none_or_not_for_channel_0_show_their_payload(
+        raw: Raw, data: bytes, code: int, text: str) -> None:
+    raw.handshake()
+    open_channel(raw)
+    raw.sock.sendall(data)
+    assert close_of(raw) == (0, code, text, 0, 0)
+
+
+def test_a_frame_on_a_channel_before_open_is_505_with_its_payload(raw: Raw) -> None:
+    tune(raw, frame_max=131072)
+    raw.sock.sendall(method_frame(1, 20, 10, b"\x00"))
+    assert close_of(raw) == (0, 505, "UNEXPECTED_FRAME - type 1, all octets = <<0,20,0,10,0>>",
+                             0, 0)

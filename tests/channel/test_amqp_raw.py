@@ -128,7 +128,7 @@ def test_bad_frame_end_marker_is_fatal(raw: Raw) -> None:
     raw.handshake()
     raw.sock.sendall(pframe.marshal(C.Channel.Open(), 1)[:-1] + b"\x00")
     close = raw.method()
-    assert close.reply_text == ("FRAME_ERROR - type 1, all octets = <<>>: "
+    assert close.reply_text == ("FRAME_ERROR - type 1, all octets = <<0,20,0,10,1,48>>: "
                                 "{invalid_frame_end_marker,0}")
 
 
