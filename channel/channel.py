@@ -525,7 +525,7 @@ class ChannelProcess:
         assert content is not None
         if m.immediate:
             raise AmqpError("NOT_IMPLEMENTED", "immediate=true")
-        size, limit = len(content.body), self.cfg.max_message_size
+        size, limit = content.body_size, self.cfg.max_message_size
         if size > limit:
             configured = "" if limit == MAX_MSG_SIZE else "configured "
             raise AmqpError("PRECONDITION_FAILED",

@@ -38,6 +38,7 @@ __all__ = [
     "ContentHeader",
     "MethodFrame",
     "Out",
+    "UnreadContent",
     "analyze_frame",
     "decode_method",
     "decode_properties",
@@ -215,6 +216,11 @@ class Content:
     body: bytes = b""
     class_id: int = 60
 
+    @property
+    def body_size(self) -> int:
+        """The body's size in bytes, which `basic.publish` compares with max_message_size."""
+        return len(self.body)
+
     def properties(self) -> commands.Basic.Properties:
         return decode_properties(self.properties_bin)
 
@@ -225,6 +231,21 @@ class Content:
         for name in props.__slots__:
             setattr(props, name, properties.get(name))
         return cls(props.marshal(), body)
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadContent(Content):
+    """The content of a publish refused on its header for the body size it declares.
+
+    Its body is never read (the frames that carry it are dropped as they come),
+    so only the declared size travels, for the refusal's text.
+    """
+
+    declared_size: int = 0
+
+    @property
+    def body_size(self) -> int:
+        return self.declared_size
 
 
 @frozen_init

@@ -408,7 +408,7 @@ class Reader:
         if started[0] != "ok":
             raise RuntimeError(f"cannot start channel {number}: {started!r}")
         pid = started[2]
-        ch = _Ch(number, pid, actors.monitor(pid))
+        ch = _Ch(number, pid, actors.monitor(pid), Assembler(self.cfg.max_message_size))
         self.channels[number] = ch
         self.by_pid[pid] = ch
         return ch

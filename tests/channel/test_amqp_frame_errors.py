@@ -1,7 +1,9 @@
 """RabbitMQ's answers to broken input, byte for byte, over a raw socket.
 
 A tune-ok the server refuses, method arguments that do not decode, a heartbeat
-that carries bytes, a frame that is no frame.
+that carries bytes, a frame that is no frame, and a publish whose header
+declares a body larger than max_message_size (refused at once, its body never
+held in memory).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from pamqp import commands as C
@@ -19,10 +22,13 @@ from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw
 from tests.waiting import hub_wait_until
 
+MAX_MESSAGE_SIZE = 1_048_576
+
 
 @pytest.fixture
 def config() -> Config:
-    return Config(silent_close_delay_ms=20, closing_timeout_ms=2000)
+    return Config(silent_close_delay_ms=20, closing_timeout_ms=2000,
+                  max_message_size=MAX_MESSAGE_SIZE)
 
 
 @pytest.fixture
@@ -39,6 +45,10 @@ def frame(frame_type: int, channel: int, payload: bytes) -> bytes:
 
 def method_frame(channel: int, class_id: int, method_id: int, arguments: bytes) -> bytes:
     return frame(1, channel, struct.pack(">HH", class_id, method_id) + arguments)
+
+
+def header_frame(channel: int, body_size: int) -> bytes:
+    return frame(2, channel, struct.pack(">HHQ", 60, 0, body_size) + b"\x00\x00")
 
 
 def close_of(raw: Raw) -> tuple[int, int, str, int, int]:
@@ -258,3 +268,77 @@ def test_a_frame_on_a_channel_before_open_is_505_with_its_payload(raw: Raw) -> N
     raw.sock.sendall(method_frame(1, 20, 10, b"\x00"))
     assert close_of(raw) == (0, 505, "UNEXPECTED_FRAME - type 1, all octets = <<0,20,0,10,0>>",
                              0, 0)
+
+
+# ------------------------------------------- bodies above max_message_size
+
+
+def _publish_header(raw: Raw, body_size: int) -> None:
+    raw.send(C.Basic.Publish(exchange="", routing_key="q"), 1)
+    raw.sock.sendall(header_frame(1, body_size))
+
+
+def _parsed(broker: Broker, frames: int) -> Any:
+    """The reader, once it has parsed `frames` frames."""
+    reader = broker.only_reader()
+    hub_wait_until(lambda: reader.frames_parsed >= frames, f"{frames} frames parsed")
+    return reader
+
+
+def test_a_body_declared_above_max_message_size_is_refused_on_its_header_and_never_held(
+        broker: Broker, raw: Raw) -> None:
+    raw.handshake()
+    open_channel(raw)
+    before = _parsed(broker, 0).frames_parsed
+    _publish_header(raw, 256 * 1024 * 1024)
+    for _ in range(4):
+        raw.sock.sendall(frame(3, 1, b"x" * 65536))
+    reader = _parsed(broker, before + 6)
+    assembler = reader.channels[1].assembler
+    assert sum(map(len, assembler.body)) == 0  # four body frames came, none was kept
+    assert assembler.buffered == 0
+    assert close_of(raw) == (
+        1, 406, "PRECONDITION_FAILED - message size 268435456 is larger than configured "
+                f"max size {MAX_MESSAGE_SIZE}", 60, 40)
+    assert (assembler.state, assembler.remaining) == ("discard", 256 * 1024 * 1024 - 4 * 65536)
+    # the connection is still there
+    raw.send(C.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+    assert raw.method().name == "Connection.CloseOk"
+
+
+def test_after_the_refused_body_the_channel_waits_for_close_ok_and_the_connection_goes_on(
+        broker: Broker, raw: Raw) -> None:
+    raw.handshake()
+    open_channel(raw)
+    raw.send(C.Queue.Declare(queue="q"), 1)
+    assert raw.method().name == "Queue.DeclareOk"
+    size = 2 * MAX_MESSAGE_SIZE
+    _publish_header(raw, size)
+    assert close_of(raw)[:2] == (1, 406)
+    for _ in range(size // 131064):
+        raw.sock.sendall(frame(3, 1, b"x" * 131064))
+    raw.sock.sendall(frame(3, 1, b"x" * (size % 131064)))
+    raw.send(C.Queue.Declare(queue="ignored"), 1)  # the closing channel ignores it
+    raw.send(C.Channel.CloseOk(), 1)
+    open_channel(raw)
+    raw.send(C.Basic.Publish(exchange="", routing_key="q"), 1)
+    raw.sock.sendall(header_frame(1, 2) + frame(3, 1, b"ok"))
+    raw.send(C.Basic.Get(queue="q", no_ack=True), 1)
+    assert raw.method().name == "Basic.GetOk"
+    _, header = raw.frame()
+    _, body = raw.frame()
+    assert (header.body_size, body.value) == (2, b"ok")  # the refused message never got in
+    raw.send(C.Basic.Get(queue="q", no_ack=True), 1)
+    assert raw.method().name == "Basic.GetEmpty"
+    assert broker.backend.queue("/", "ignored") is None
+
+
+def test_a_method_in_the_middle_of_a_refused_body_is_505(raw: Raw) -> None:
+    raw.handshake()
+    open_channel(raw)
+    _publish_header(raw, 2 * MAX_MESSAGE_SIZE)
+    assert close_of(raw)[:2] == (1, 406)
+    raw.send(C.Channel.CloseOk(), 1)
+    assert close_of(raw) == (
+        0, 505, "UNEXPECTED_FRAME - expected content body, got non content body frame instead",
+        60, 40)

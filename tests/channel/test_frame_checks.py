@@ -2,7 +2,8 @@
 
 Method arguments checked as RabbitMQ's decoder checks them, payloads printed as
 Erlang's ``~tp`` and ``~w`` print them (the expected texts come from Erlang/OTP
-and from RabbitMQ 3.10 and 4.0), and reply texts cut as RabbitMQ cuts them.
+and from RabbitMQ 3.10 and 4.0), reply texts cut as RabbitMQ cuts them, and the
+assembler dropping the body of a publish refused for its declared size.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import struct
 import pytest
 from pamqp import commands as C
 
+from channel.assembler import Assembler
 from channel.errors import AmqpError
 from channel.frame_text import cannot_decode, erlang_binary, frame_error_text
-from channel.framing import analyze_frame
+from channel.framing import UnreadContent, analyze_frame
 from channel.method_check import BadTable, CannotDecode, MalformedUtf8, check_arguments
 
 # ------------------------------------------------------------- method_check
@@ -135,3 +137,62 @@ def test_reply_texts_over_255_characters_keep_252_and_three_dots() -> None:
     assert AmqpError("NOT_FOUND", "x" * 243).reply_text == "NOT_FOUND - " + "x" * 243
     cut = AmqpError("NOT_FOUND", "x" * 244).reply_text
     assert cut == "NOT_FOUND - " + "x" * 240 + "..." and len(cut) == 255
+
+
+# ---------------------------------------------------------------- assembler
+
+PUBLISH = C.Basic.Publish(exchange="", routing_key="q")
+
+
+def header(size: int) -> bytes:
+    return struct.pack(">HHQ", 60, 0, size) + b"\x00\x00"
+
+
+def test_a_body_above_the_limit_is_handed_over_at_once_and_its_frames_dropped() -> None:
+    a = Assembler(max_body_size=10)
+    a.method_frame(PUBLISH)
+    command = a.content_frame(2, header(25))
+    assert command is not None and command.method is PUBLISH
+    assert command.content == UnreadContent(b"\x00\x00", b"", 60, 25)
+    assert command.content.body_size == 25
+    for chunk in (b"x" * 10, b"y" * 10):
+        assert a.content_frame(3, chunk) is None
+        assert (a.state, a.body, a.buffered) == ("discard", [], 0)
+    assert a.content_frame(3, b"z" * 5) is None
+    assert (a.state, a.remaining) == ("method", 0)
+    # the next publish is assembled as usual
+    a.method_frame(PUBLISH)
+    a.content_frame(2, header(3))
+    assert a.buffered == 0
+    assert a.content_frame(3, b"ab") is None and a.buffered == 2
+    done = a.content_frame(3, b"c")
+    assert done is not None and done.content is not None and done.content.body == b"abc"
+    assert a.buffered == 0
+
+
+def test_a_body_at_the_limit_is_assembled() -> None:
+    a = Assembler(max_body_size=3)
+    a.method_frame(PUBLISH)
+    a.content_frame(2, header(3))
+    done = a.content_frame(3, b"abc")
+    assert done is not None and done.content is not None and done.content.body_size == 3
+
+
+@pytest.mark.parametrize(("frame_type", "payload", "code", "text"), [
+    (1, None, 505, "UNEXPECTED_FRAME - expected content body, got non content body frame "
+                   "instead"),
+    (2, header(1), 505, "UNEXPECTED_FRAME - expected content body, got non content body "
+                        "frame instead"),
+    (3, b"x" * 16, 501, "FRAME_ERROR - content body frame exceeds remaining content size"),
+])
+def test_a_dropped_body_keeps_the_frame_rules(frame_type: int, payload: bytes | None,
+                                              code: int, text: str) -> None:
+    a = Assembler(max_body_size=10)
+    a.method_frame(PUBLISH)
+    a.content_frame(2, header(15))
+    with pytest.raises(AmqpError) as info:
+        if payload is None:
+            a.method_frame(PUBLISH)
+        else:
+            a.content_frame(frame_type, payload)
+    assert (info.value.code, info.value.reply_text, info.value.method) == (code, text, (60, 40))
