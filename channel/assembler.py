@@ -50,6 +50,9 @@ class Command:
 class Assembler:
     max_body_size: int = MAX_MSG_SIZE
     """Bodies declared larger than this are dropped unread (the node's max_message_size)."""
+    header_size_check: bool = True
+    """Whether a header declaring more than `MAX_MSG_SIZE` is a 501 (RabbitMQ 4.2.9 on;
+    `Release.content_header_size_check`)."""
     state: str = "method"
     """"method", "header", "body", or "discard" (the body of a refused publish)."""
     method: MethodFrame | None = None
@@ -117,7 +120,7 @@ class Assembler:
                 "UNEXPECTED_FRAME",
                 f"expected content header for class {class_id}, "
                 f"got one for class {header.class_id} instead", self._ids())
-        if header.body_size > MAX_MSG_SIZE:
+        if self.header_size_check and header.body_size > MAX_MSG_SIZE:
             raise AmqpError(
                 "FRAME_ERROR",
                 f"content body size {header.body_size} exceeds maximum allowed size "

@@ -53,7 +53,8 @@ PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
 FRAME_END = 0xCE
 FRAME_MIN_SIZE = 4096
-"""The smallest frame_max a client may negotiate (RabbitMQ 3.x-4.1; 4.2 raised it to 8192)."""
+"""The lowest frame_max floor of any release (3.10, 4.0); the node's own floor is
+its release's `frame_min_size` (8192 from 4.1)."""
 HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 EMPTY_PROPERTIES = b"\x00\x00"
 _HEADER = struct.Struct(">BHI")

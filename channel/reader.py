@@ -408,7 +408,9 @@ class Reader:
         if started[0] != "ok":
             raise RuntimeError(f"cannot start channel {number}: {started!r}")
         pid = started[2]
-        ch = _Ch(number, pid, actors.monitor(pid), Assembler(self.cfg.max_message_size))
+        assembler = Assembler(self.cfg.max_message_size,
+                              self.cfg.release.content_header_size_check)
+        ch = _Ch(number, pid, actors.monitor(pid), assembler)
         self.channels[number] = ch
         self.by_pid[pid] = ch
         return ch
@@ -533,7 +535,8 @@ class Reader:
     def tune_ok(self, m: Any) -> None:
         try:
             tuned = negotiate(m.frame_max, m.channel_max, m.heartbeat,
-                              self.cfg.frame_max, self.cfg.channel_max)
+                              self.cfg.frame_max, self.cfg.channel_max,
+                              frame_min=self.cfg.release.frame_min_size)
         except TuneError as exc:
             log.error("failed to negotiate connection parameters: %s", exc)
             self.silent_close()

@@ -12,7 +12,8 @@ Every value is read from upstream at the tag named in the record (or, for the
 platform string, from a real broker of that release): `rabbit_fifo:version/0`,
 `rabbit_quorum_queue`'s DEFAULT_DELIVERY_LIMIT, the `-rabbit_deprecated_feature`
 attributes, `rabbit_reader:server_properties/1` and `server_capabilities/1`,
-and `rabbit.hrl`'s copyright and information texts.
+`rabbit.hrl`'s copyright and information texts, `rabbit_framing.hrl`'s
+FRAME_MIN_SIZE and `rabbit_command_assembler`'s content header check.
 
 Pure data and lookups: no I/O, and no imports of warren's, so every layer can ask.
 """
@@ -97,6 +98,13 @@ class Release:
     """Whether dead-lettered messages carry `x-last-death-*` headers."""
     default_max_message_size: int
     """`max_message_size` in the release's application defaults (bytes)."""
+    frame_min_size: int
+    """The smallest `frame_max` a client may negotiate in tune-ok (`?FRAME_MIN_SIZE`:
+    4096, raised to 8192 in 4.1)."""
+    content_header_size_check: bool
+    """Whether the command assembler refuses a content header declaring more than
+    512 MiB (501 FRAME_ERROR, from 4.2.9 and 4.3); before, the header is taken and
+    only `max_message_size` limits the body."""
     deprecated_features: Mapping[str, Phase]
     """The deprecation phase of each deprecated feature warren models; a feature
     not listed here is permitted (3.10 has no deprecated-feature mechanism)."""
@@ -127,7 +135,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         machine_version=2, default_delivery_limit=None,
         delivery_count_header="delivery_count", requeue_counts_toward_limit=True,
         consumer_timeout_enforcer="channel", last_death_headers=False,
-        default_max_message_size=134_217_728,
+        default_max_message_size=134_217_728, frame_min_size=4096,
+        content_header_size_check=False,
         deprecated_features=MappingProxyType({})),
     "4.0": Release(
         series="4.0",
@@ -137,7 +146,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         machine_version=5, default_delivery_limit=20,
         delivery_count_header="acquired_count", requeue_counts_toward_limit=True,
         consumer_timeout_enforcer="channel", last_death_headers=True,
-        default_max_message_size=16_777_216,
+        default_max_message_size=16_777_216, frame_min_size=4096,
+        content_header_size_check=False,
         deprecated_features=_phases("permitted_by_default")),
     "4.2": Release(
         series="4.2",
@@ -147,7 +157,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         machine_version=7, default_delivery_limit=20,
         delivery_count_header="acquired_count", requeue_counts_toward_limit=True,
         consumer_timeout_enforcer="channel", last_death_headers=True,
-        default_max_message_size=16_777_216,
+        default_max_message_size=16_777_216, frame_min_size=8192,
+        content_header_size_check=True,
         deprecated_features=_phases("permitted_by_default")),
     "4.3": Release(
         series="4.3",
@@ -157,7 +168,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         machine_version=8, default_delivery_limit=20,
         delivery_count_header="delivery_count", requeue_counts_toward_limit=False,
         consumer_timeout_enforcer="quorum_queue", last_death_headers=True,
-        default_max_message_size=16_777_216,
+        default_max_message_size=16_777_216, frame_min_size=8192,
+        content_header_size_check=True,
         deprecated_features=_phases("denied_by_default", removed=("queue_master_locator",))),
 })
 

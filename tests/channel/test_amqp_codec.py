@@ -214,38 +214,39 @@ def test_out_of_order_frames(steps: list[tuple[str, object]], code: int,
 
 
 @pytest.mark.parametrize(
-    ("client", "expected"),
+    ("client", "floor", "expected"),
     [
-        ((131072, 2047, 60), (131072, 2047, 60)),
-        ((8192, 1, 0), (8192, 1, 0)),
-        ((4096, 1, 0), (4096, 1, 0)),  # RabbitMQ's floor up to 4.1 (4.2 raised it to 8192)
+        ((131072, 2047, 60), 8192, (131072, 2047, 60)),
+        ((8192, 1, 0), 8192, (8192, 1, 0)),
+        ((4096, 1, 0), 4096, (4096, 1, 0)),  # the floor up to RabbitMQ 4.0
     ],
 )
-def test_tune_ok_accepted(client: tuple[int, int, int], expected: tuple[int, int, int]) -> None:
-    t = negotiate(*client, server_frame_max=131072, server_channel_max=2047)
+def test_tune_ok_accepted(client: tuple[int, int, int], floor: int,
+                          expected: tuple[int, int, int]) -> None:
+    t = negotiate(*client, server_frame_max=131072, server_channel_max=2047, frame_min=floor)
     assert (t.frame_max, t.channel_max, t.heartbeat) == expected
 
 
 @pytest.mark.parametrize(
-    ("client", "text"),
+    ("client", "floor", "text"),
     [
-        ((4095, 10, 0), "negotiated frame_max = 4095 is lower than the minimum allowed value "
-                        "(4096)"),
-        ((1024, 10, 0), "negotiated frame_max = 1024 is lower than the minimum allowed value "
-                        "(4096)"),
-        ((200000, 10, 0), "negotiated frame_max = 200000 is higher than the maximum allowed "
-                          "value (131072)"),
-        ((0, 10, 0), "negotiated frame_max = 0 is higher than the maximum allowed value "
-                     "(131072)"),
-        ((8192, 0, 0), "negotiated channel_max = 0 (no limit) is higher than the maximum "
-                       "allowed value (2047)"),
-        ((8192, 4000, 0), "negotiated channel_max = 4000 is higher than the maximum allowed "
-                          "value (2047)"),
+        ((4095, 10, 0), 4096, "negotiated frame_max = 4095 is lower than the minimum allowed "
+                              "value (4096)"),
+        ((4096, 10, 0), 8192, "negotiated frame_max = 4096 is lower than the minimum allowed "
+                              "value (8192)"),
+        ((200000, 10, 0), 8192, "negotiated frame_max = 200000 is higher than the maximum "
+                                "allowed value (131072)"),
+        ((0, 10, 0), 8192, "negotiated frame_max = 0 is higher than the maximum allowed value "
+                           "(131072)"),
+        ((8192, 0, 0), 8192, "negotiated channel_max = 0 (no limit) is higher than the maximum "
+                             "allowed value (2047)"),
+        ((8192, 4000, 0), 8192, "negotiated channel_max = 4000 is higher than the maximum "
+                                "allowed value (2047)"),
     ],
 )
-def test_tune_ok_refused(client: tuple[int, int, int], text: str) -> None:
+def test_tune_ok_refused(client: tuple[int, int, int], floor: int, text: str) -> None:
     with pytest.raises(TuneError) as info:
-        negotiate(*client, server_frame_max=131072, server_channel_max=2047)
+        negotiate(*client, server_frame_max=131072, server_channel_max=2047, frame_min=floor)
     assert str(info.value) == text
 
 

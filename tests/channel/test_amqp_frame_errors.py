@@ -18,6 +18,7 @@ from pamqp import commands as C
 from pamqp import frame as pframe
 
 from channel.config import Config
+from releases import RELEASES
 from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw
 from tests.waiting import hub_wait_until
@@ -93,16 +94,28 @@ def open_channel(raw: Raw, channel: int = 1) -> None:
 # ---------------------------------------------------------------- tune-ok
 
 
-def test_tune_ok_frame_max_of_4096_is_the_floor_and_accepted(raw: Raw) -> None:
-    tune(raw, frame_max=4096)
-    raw.send(C.Connection.Open(virtual_host="/"))
-    assert raw.method().name == "Connection.OpenOk"
-    open_channel(raw)
+@pytest.mark.parametrize(("series", "floor"), [
+    ("3.10", 4096), ("4.0", 4096), ("4.2", 8192), ("4.3", 8192)])
+def test_the_frame_max_floor_is_the_release_s(broker: Broker, caplog: pytest.LogCaptureFixture,
+                                              series: str, floor: int) -> None:
+    broker.ctx.config.release = RELEASES[series]
+    at_floor, below = Raw(broker.port), Raw(broker.port)
+    try:
+        tune(at_floor, frame_max=floor)
+        at_floor.send(C.Connection.Open(virtual_host="/"))
+        assert at_floor.method().name == "Connection.OpenOk"
+        open_channel(at_floor)
+        tune(below, frame_max=floor - 1)
+        assert everything_until_eof(below) == b""
+    finally:
+        at_floor.close()
+        below.close()
+    assert (f"negotiated frame_max = {floor - 1} is lower than the minimum allowed value "
+            f"({floor})") in caplog.text
 
 
 @pytest.mark.parametrize(("frame_max", "channel_max", "text"), [
-    (4095, 2047, "negotiated frame_max = 4095 is lower than the minimum allowed value (4096)"),
-    (1024, 2047, "negotiated frame_max = 1024 is lower than the minimum allowed value (4096)"),
+    (1024, 2047, "negotiated frame_max = 1024 is lower than the minimum allowed value (8192)"),
     (131073, 2047,
      "negotiated frame_max = 131073 is higher than the maximum allowed value (131072)"),
     (0, 2047, "negotiated frame_max = 0 is higher than the maximum allowed value (131072)"),
@@ -114,7 +127,7 @@ def test_tune_ok_frame_max_of_4096_is_the_floor_and_accepted(raw: Raw) -> None:
 def test_a_refused_tune_ok_is_logged_and_the_socket_closed_without_a_frame(
         raw: Raw, caplog: pytest.LogCaptureFixture, frame_max: int, channel_max: int,
         text: str) -> None:
-    """RabbitMQ (3.10 to 4.2) raises this refusal with the method `connection.tune`,
+    """RabbitMQ (3.10 to 4.3) raises this refusal with the method `connection.tune`,
     which its reader treats as a handshake failure: no connection.close, the
     socket closed after the anti-DoS delay."""
     caplog.set_level(logging.ERROR, logger="warren.reader")

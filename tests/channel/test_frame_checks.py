@@ -196,3 +196,22 @@ def test_a_dropped_body_keeps_the_frame_rules(frame_type: int, payload: bytes | 
         else:
             a.content_frame(frame_type, payload)
     assert (info.value.code, info.value.reply_text, info.value.method) == (code, text, (60, 40))
+
+
+def test_a_header_above_512_mib_is_a_frame_error_where_the_release_checks_it() -> None:
+    """RabbitMQ 4.2.9 and 4.3 refuse such a header outright."""
+    a = Assembler(max_body_size=16_777_216, header_size_check=True)
+    a.method_frame(PUBLISH)
+    with pytest.raises(AmqpError) as info:
+        a.content_frame(2, header(536_870_913))
+    assert info.value.reply_text == ("FRAME_ERROR - content body size 536870913 exceeds "
+                                     "maximum allowed size 536870912")
+
+
+def test_a_header_above_512_mib_is_left_to_max_message_size_before_4_2() -> None:
+    """RabbitMQ 3.10 and 4.0 take the header; the channel refuses the size."""
+    a = Assembler(max_body_size=16_777_216, header_size_check=False)
+    a.method_frame(PUBLISH)
+    command = a.content_frame(2, header(536_870_913))
+    assert command is not None and command.content is not None
+    assert command.content.body_size == 536_870_913 and a.state == "discard"
