@@ -32,9 +32,9 @@ from typing import Any
 import gevent
 
 import actors
-from actors import gen, trace
-from actors.pid import Pid, ProcessExit, Ref
-from actors.process import Process
+from actors import gen_batch_server, trace
+from actors.gen_batch_server import GenBatchServer
+from actors.process import Process, current
 from ra import segment as ra_segment
 from ra import seq as ra_seq
 from ra.durable import make_dirs
@@ -64,14 +64,36 @@ def server_dir(data_dir: str, uid: str) -> str:
 
 
 def start_link(config: SegmentWriterConfig, timeout: int | None = None) -> Any:
-    """Start the segment writer linked to the caller; ``("ok", pid)``."""
+    """Start the segment writer linked to the caller; ``("ok", pid)``.
 
-    def init_it(proc: Process, parent: Pid, ack: Ref) -> None:
-        writer = SegmentWriter(config, proc.node.name)
-        gen.init_ack(parent, ack, ("ok", proc.pid))
-        writer.loop()
+    A batch server that takes its mailbox one message at a time: each WAL
+    file is flushed, and each call answered, in the order they came."""
+    return gen_batch_server.start_link(SegmentWriterServer, config, name=config.name,
+                                       min_batch_size=1, max_batch_size=1,
+                                       timeout=timeout)
 
-    return gen.start(init_it, name=config.name, timeout=timeout)
+
+class SegmentWriterServer(GenBatchServer):
+    """The batch server's callbacks around a `SegmentWriter`."""
+
+    def init(self, config: SegmentWriterConfig) -> Any:
+        proc = current()
+        return ("ok", SegmentWriter(config, proc.node.name, owner=proc))
+
+    def handle_batch(self, ops: list[Any], writer: SegmentWriter) -> Any:
+        replies: list[Any] = []
+        for op in ops:
+            match op:
+                case ("info" | "cast", ("mem_tables", ranges, wal_path)):
+                    writer.flush(ranges, wal_path)
+                case ("call", from_, request):
+                    replies.append(("reply", from_, writer.answer(request)))
+                case _:
+                    log.warning("segment writer: unexpected message %r", op[-1])
+        return ("ok", replies, writer)
+
+    def terminate(self, reason: Any, writer: SegmentWriter) -> None:
+        writer.stop()
 
 
 def term_runs(entries: list[Entry]) -> list[tuple[int, ra_seq.Seq]]:
@@ -111,40 +133,34 @@ class WriterStopped(Exception):
 
 class SegmentWriter:
     """The process state. Segment files are only touched on a pool thread
-    holding the data dir's lock, after checking that this writer still runs:
-    a killed writer's job cannot race its restarted successor, and segment
-    numbers (the fold order) always follow the order of the flushes."""
+    holding the data dir's lock, after checking that this writer still runs
+    (neither stopped nor its `owner` process dead): a killed writer's job
+    cannot race its restarted successor, and segment numbers (the fold order)
+    always follow the order of the flushes."""
 
-    def __init__(self, config: SegmentWriterConfig, node_name: str = "") -> None:
+    def __init__(self, config: SegmentWriterConfig, node_name: str = "",
+                 owner: Process | None = None) -> None:
         self.cfg = config
         self.node_name = node_name
         self.ets = config.log_ets
         self.fsync = config.fsync or os.fsync
         self.stopped = False
+        self._owner = owner
         self._lock = _dir_lock(config.data_dir)
         self._cleaned: set[str] = set()
         #: highest segment number written per directory (never reused while running)
         self._high: dict[str, int] = {}
         self._pool = gevent.get_hub().threadpool
 
-    def loop(self) -> None:
-        try:
-            while True:
-                msg = actors.receive()
-                match msg:
-                    case ("mem_tables", ranges, wal_path):
-                        self.flush(ranges, wal_path)
-                    case ("$gen_call", from_, request):
-                        actors.get_node().reply(from_, self._answer(request))
-                    case ("$system_stop", reason):
-                        raise ProcessExit(reason)
-                    case _:
-                        log.warning("segment writer: unexpected message %r", msg)
-        finally:
-            with self._lock:
-                self.stopped = True
+    def stop(self) -> None:
+        """No pool job of this writer writes from now on."""
+        with self._lock:
+            self.stopped = True
 
-    def _answer(self, request: Any) -> Any:
+    def running(self) -> bool:
+        return not self.stopped and not (self._owner is not None and self._owner.dead)
+
+    def answer(self, request: Any) -> Any:
         match request:
             case "await":
                 return "ok"
@@ -194,7 +210,7 @@ class SegmentWriter:
     def _write_all(self, directory: str, chunks: list[list[Entry]]) -> list[ra_segment.SegRef]:
         """On a pool thread: number and write the segments of one flush."""
         with self._lock:
-            if self.stopped:
+            if not self.running():
                 raise WriterStopped(directory)
             make_dirs(directory)
             if directory not in self._cleaned:

@@ -1,7 +1,8 @@
 """`ra_log_wal`: the one write-ahead log of a node, shared by all its Ra servers.
 
-Every Ra server on a node sends its log writes here. The process drains its
-whole mailbox each turn (up to ``wal_max_batch_size`` messages) and turns the
+Every Ra server on a node sends its log writes here. The process is a
+`gen_batch_server`: each batch is its whole mailbox (up to
+``wal_max_batch_size`` messages, from the first batch on), and it turns the
 batch into one file write and one fdatasync, done on gevent's thread pool so
 the node's other processes keep running meanwhile; only then does each writer
 hear ``("ra_log_event", ("written", Term, Seq))``, one per term run, covering
@@ -39,6 +40,7 @@ import os
 import pickle
 import random
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,9 +49,9 @@ from typing import Any
 import gevent
 
 import actors
-from actors import gen, trace
-from actors.pid import Pid, ProcessExit, Ref
-from actors.process import Process
+from actors import gen_batch_server, trace
+from actors.gen_batch_server import From, GenBatchServer
+from actors.pid import Pid
 from ra import seq as ra_seq
 from ra import wal_file
 from ra.durable import make_dirs, open_private
@@ -113,20 +115,39 @@ def append(wal: Any, uid: str, writer_pid: Pid, entries: list[Entry]) -> None:
 
 
 def start_link(config: WalConfig, timeout: int | None = None) -> Any:
-    """Start the WAL linked to the caller (after recovering its files); ``("ok", pid)``."""
+    """Start the WAL linked to the caller (after recovering its files); ``("ok", pid)``.
 
-    def init_it(proc: Process, parent: Pid, ack: Ref) -> None:
-        try:
-            wal = Wal(config, proc.node.name)
-            wal.recover()
-        except Exception as exc:
-            reason = gen.crash_reason(exc)
-            gen.init_ack(parent, ack, ("error", reason))
-            raise ProcessExit(reason)
-        gen.init_ack(parent, ack, ("ok", proc.pid))
-        wal.loop()
+    The batch size is fixed at ``wal_max_batch_size``: whatever queued while
+    the last batch was being synced goes into the next one, so a burst costs
+    one sync, not one per doubling of the batch size."""
+    size = config.wal_max_batch_size
+    return gen_batch_server.start_link(WalServer, config, name=config.name,
+                                       min_batch_size=size, max_batch_size=size,
+                                       timeout=timeout)
 
-    return gen.start(init_it, name=config.name, timeout=timeout)
+
+class WalServer(GenBatchServer):
+    """The batch server's callbacks around a `Wal`: a batch's casts and other
+    messages are its writes (Ra casts ``rollover``; servers send appends), its
+    calls are answered once the batch is synced."""
+
+    def init(self, config: WalConfig) -> Any:
+        wal = Wal(config, actors.node())
+        wal.recover()
+        return ("ok", wal)
+
+    def handle_batch(self, ops: list[Any], wal: Wal) -> Any:
+        msgs: list[Any] = []
+        calls: list[tuple[From, Any]] = []
+        for op in ops:
+            if op[0] == "call":
+                calls.append((op[1], op[2]))
+            else:
+                msgs.append(op[1])
+        return ("ok", wal.handle_batch(msgs, calls), wal)
+
+    def terminate(self, reason: Any, wal: Wal) -> None:
+        wal.close()
 
 
 #: median write+sync time of the recent batches above which none is synced on the hub.
@@ -155,8 +176,39 @@ def _write_and_sync(fd: int, data: bytes, fsync: Fsync, delay_s: float = 0.0) ->
     return (time.perf_counter() - started) * 1000.0
 
 
+class _OpenFile:
+    """The descriptor of the WAL's current file, as the process last left it.
+
+    An Erlang runtime closes the files of a process that was killed; here a
+    killed WAL runs no more code, so the descriptor is closed when the WAL's
+    state is freed. Not while a pool thread still writes through it, and not
+    if the number now names another file (it was closed and reused)."""
+
+    __slots__ = ("fd", "ident", "writing")
+
+    def __init__(self) -> None:
+        self.fd = -1
+        self.ident: tuple[int, int] = (0, 0)
+        self.writing = False
+
+    def open(self, fd: int) -> None:
+        st = os.fstat(fd)
+        self.fd, self.ident = fd, (st.st_dev, st.st_ino)
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd < 0 or self.writing:
+            return
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) == self.ident:
+            os.close(fd)
+
+
 class Wal:
-    """The WAL's state and its batch step (the process body is `loop`)."""
+    """The WAL's state and its batch step (`WalServer` runs it as a process)."""
 
     def __init__(self, config: WalConfig, node_name: str = "") -> None:
         self.cfg = config
@@ -166,13 +218,12 @@ class Wal:
         self.pre_allocate = config.wal_pre_allocate
         self.writers: dict[str, tuple[str, int]] = {}
         self.file_no = 0
-        self.fd = -1
+        self._file = _OpenFile()
+        weakref.finalize(self, self._file.release)
         self.size = 0
         self.limit = config.wal_max_size_bytes
         #: uids with entries in the current file
         self.file_uids: set[str] = set()
-        #: a write is running on the thread pool: the fd must stay open
-        self._writing = False
         self._pool = gevent.get_hub().threadpool
         #: injected before each batch's sync: a slow disk (0: none)
         self.sync_delay_ms = 0
@@ -233,12 +284,31 @@ class Wal:
             self.fsync(f.fileno())
         os.replace(tmp, path)
 
+    @property
+    def fd(self) -> int:
+        """The current file's descriptor (-1: none open)."""
+        return self._file.fd
+
+    @property
+    def _writing(self) -> bool:
+        """A write is running on the thread pool: the fd must stay open."""
+        return self._file.writing
+
+    @_writing.setter
+    def _writing(self, value: bool) -> None:
+        self._file.writing = value
+
+    def close(self) -> None:
+        """Close the current file; one a pool thread still writes through is left
+        to it (the process was killed mid-write)."""
+        self._file.release()
+
     def _open_next(self) -> None:
         self.file_no += 1
         path = os.path.join(self.cfg.dir, wal_file.file_name(self.file_no))
         # writes go one after another from the header on: a pre-allocated file is
         # already as long as its limit, so appending at its end would skip the space
-        self.fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        self._file.open(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
         os.write(self.fd, wal_file.HEADER)
         self.size = len(wal_file.HEADER)
         self.file_uids = set()
@@ -269,33 +339,18 @@ class Wal:
         if entries:
             self.ets.mem_table(uid).insert(file_no, entries)
 
-    # ---- the process -----------------------------------------------------
+    # ---- one batch -------------------------------------------------------
 
-    def loop(self) -> None:
-        receive, timeout_ = actors.receive, actors.TIMEOUT
-        cap = self.cfg.wal_max_batch_size
-        try:
-            while True:
-                msgs = [receive()]
-                while len(msgs) < cap:
-                    msg = receive(0)
-                    if msg is timeout_:
-                        break
-                    msgs.append(msg)
-                self.handle_batch(msgs)
-        finally:
-            # killed mid-write, the pool thread still owns the fd: leave it be
-            if not self._writing and self.fd >= 0:
-                os.close(self.fd)
-                self.fd = -1
-
-    def handle_batch(self, msgs: list[Any]) -> None:
+    def handle_batch(self, msgs: list[Any],
+                     calls: list[tuple[From, Any]] | None = None) -> list[Any]:
+        """Write a batch's appends with one write and one sync, then tell each
+        writer; returns the ``reply`` actions for its `calls`, answered after a
+        rollover the batch asked for (a reply means the file was handed over)."""
         batch: wal_file.Batch = []
         #: (uid, pid) -> [(term, seq)] runs, oldest first
         notes: dict[tuple[str, Any], list[tuple[int, ra_seq.Seq]]] = {}
-        calls: list[tuple[Any, Any]] = []
-        roll = False
-        stop: Any = None
+        calls = calls or []
+        roll = any(request == "rollover" for _, request in calls)
         n_entries = 0
         for msg in msgs:
             match msg:
@@ -305,13 +360,8 @@ class Wal:
                         batch.append((uid, accepted))
                         n_entries += len(accepted)
                         _note(notes.setdefault((uid, pid), []), accepted)
-                case ("$gen_call", from_, request):
-                    calls.append((from_, request))
-                    roll = roll or request == "rollover"
                 case "rollover":
                     roll = True
-                case ("$system_stop", reason):
-                    stop = reason
                 case _:
                     log.warning("WAL: unexpected message %r", msg)
         if batch:
@@ -339,11 +389,7 @@ class Wal:
                     actors.send(pid, ("ra_log_event", ("written", term, seq)))
         if roll or self.size > self.limit:
             self.rollover()
-        # answered after the rollover: a reply means the file was handed over
-        for from_, request in calls:
-            actors.get_node().reply(from_, self._answer(request))
-        if stop is not None:
-            raise ProcessExit(stop)
+        return [("reply", from_, self._answer(request)) for from_, request in calls]
 
     def _inline(self, n_entries: int, delay_ms: int) -> bool:
         """Whether to write and sync this batch on the hub.
@@ -412,8 +458,7 @@ class Wal:
         """Close the current file (if it holds anything) and hand it to the segment writer."""
         if not self.file_uids:
             return
-        os.close(self.fd)
-        self.fd = -1
+        self._file.release()
         self._pool.apply(self._save_writers)
         self._hand_over(self.file_no, self.file_uids)
         # only the first file after a start has a random limit, as in Ra

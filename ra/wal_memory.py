@@ -4,7 +4,8 @@ One per node, registered as ``ra_log_wal`` (or the system's configured
 name). Ra servers send ``("append", uid, writer_pid, entries)`` and later
 receive ``("ra_log_event", ("written", term, seq))`` for what was written,
 or ``("ra_log_event", ("resend_write", idx))`` when a gap shows a write went
-missing. Like the disk WAL it drains its mailbox into one batch and answers
+missing. Like the disk WAL it is a `gen_batch_server`: the appends that
+queued while it worked arrive in one batch, and it answers
 each writer once per term run of that batch, which is what gives Ra its
 natural batching of follower replies. "Written" here means stored in the
 system's `MemoryDisk`, which survives server and WAL restarts.
@@ -15,59 +16,52 @@ from __future__ import annotations
 from typing import Any
 
 import actors
-from actors import gen
-from actors.pid import Pid, Ref
-from actors.process import Process
+from actors import gen_batch_server
+from actors.gen_batch_server import GenBatchServer
 from ra import seq as ra_seq
 from ra.memory_disk import MemoryDisk
 from ra.types import Entry
 
-#: ``wal_max_batch_size`` (spec §21.1).
+#: Ra's ``wal_max_batch_size``.
 DEFAULT_MAX_BATCH_SIZE = 8192
 DEFAULT_NAME = "ra_log_wal"
 
 
 def start_link(disk: MemoryDisk, name: str = DEFAULT_NAME,
                max_batch_size: int = DEFAULT_MAX_BATCH_SIZE) -> Any:
-    """Start the WAL linked to the caller (a supervisor); ``("ok", pid)``."""
+    """Start the WAL linked to the caller (a supervisor); ``("ok", pid)``.
 
-    def init_it(proc: Process, parent: Pid, ack: Ref) -> None:
-        gen.init_ack(parent, ack, ("ok", proc.pid))
-        MemoryWal(disk, max_batch_size).loop()
+    Every batch may be as large as `max_batch_size` from the start: the
+    whole mailbox, up to that cap, is one batch."""
+    return gen_batch_server.start_link(MemoryWal, (disk, max_batch_size), name=name,
+                                       min_batch_size=max_batch_size,
+                                       max_batch_size=max_batch_size)
 
-    return gen.start(init_it, name=name, link=True)
 
+class MemoryWal(GenBatchServer):
+    """The batch server's callbacks; all state lives in the disk object."""
 
-class MemoryWal:
-    """The batching loop; all state lives in the disk object."""
-
-    def __init__(self, disk: MemoryDisk, max_batch_size: int) -> None:
+    def init(self, args: tuple[MemoryDisk, int]) -> Any:
+        disk, max_batch_size = args
         self.disk = disk
         self.max_batch_size = max_batch_size
+        return ("ok", disk)
 
-    def loop(self) -> None:
-        while True:
-            batch = [actors.receive()]
-            while len(batch) < self.max_batch_size:
-                msg = actors.receive(0)
-                if msg is actors.TIMEOUT:
-                    break
-                batch.append(msg)
-            self.handle_batch(batch)
-
-    def handle_batch(self, batch: list[Any]) -> None:
+    def handle_batch(self, ops: list[Any], state: MemoryDisk) -> Any:
         #: writer pid -> [(term, [idx, ...])] runs in write order
         written: dict[Any, list[tuple[int, list[int]]]] = {}
-        for msg in batch:
-            match msg:
-                case ("append", uid, writer, entries):
+        replies: list[Any] = []
+        for op in ops:
+            match op:
+                case ("info", ("append", uid, writer, entries)):
                     self._append(uid, writer, entries, written.setdefault(writer, []))
-                case ("$gen_call", from_, ("last_writer_seq", uid)):
+                case ("call", from_, ("last_writer_seq", uid)):
                     wlog = self.disk.wal.get(uid)
-                    actors.get_node().reply(from_, wlog.last if wlog is not None else None)
+                    replies.append(("reply", from_, wlog.last if wlog is not None else None))
         for writer, runs in written.items():
             for term, idxs in runs:
                 actors.send(writer, ("ra_log_event", ("written", term, ra_seq.from_list(idxs))))
+        return ("ok", replies, state)
 
     def _append(self, uid: str, writer: Any, entries: list[Entry],
                 runs: list[tuple[int, list[int]]]) -> None:
