@@ -1,0 +1,221 @@
+"""The classic queue process (``rabbit_amqqueue_process``): a gen_server around the core.
+
+`ClassicQueue` decides; this process does what it decides. It owns one core,
+feeds it every input with the node clock's time, and executes the effects the
+core returns, every kind of them (an effect it does not know is a bug and
+crashes the process rather than being skipped):
+
+* publisher confirms, refused publishes, deliveries and server-side cancels go
+  to the channel they concern as a ``(CLASSIC_EVENT, vhost, name, effect)``
+  message, the effect record itself, for the channel-side glue to translate;
+* ``Monitor`` / ``Demonitor`` become monitors of channel processes, and a
+  channel's ``DOWN`` becomes the core's `NotifyDown`; the exclusive owner (a
+  connection process) is monitored from the start and its ``DOWN`` is
+  `OwnerDown`, so an exclusive queue goes whatever way its connection goes;
+* message TTL and ``x-expires`` are one timer, armed after every command for
+  the earlier of the core's two deadlines, on the node's clock, so a test
+  clock drives them;
+* dead letters and store writes go to the hooks in `QueueEnv`: the classic
+  package routes nothing and writes no file itself;
+* ``Deleted`` stops the process with reason ``normal`` once the caller has its
+  reply, after telling every channel it was watching that the queue is gone.
+
+Time: RabbitMQ stamps message expiry and ``x-death`` with the system clock, so
+``now`` is the node clock's system time in milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import actors
+from actors.gen_server import GenServer
+from actors.pid import Pid, Ref
+from classic import commands as c
+from classic import effects as e
+from classic.config import QueueConfig
+from classic.queue import ClassicQueue
+
+__all__ = ["CLASSIC_EVENT", "EOL", "QueueEnv", "QueueProcess", "QueueState"]
+
+log = logging.getLogger("warren.classic")
+
+CLASSIC_EVENT = "classic_queue_event"
+"""First element of every message a queue process sends to a channel."""
+
+EOL = "eol"
+"""The event a watched channel gets when the queue is deleted (upstream ``queue_down``
+via the channel's monitor: forget this queue's pending confirms and unacked messages)."""
+
+TICK = "classic_tick"
+
+
+def _no_store_write(messages: tuple[e.Delivery, ...]) -> tuple[int, ...]:
+    """Without a message store, a write is done at once (nothing reaches a disk)."""
+    return tuple(m.msg_id for m in messages)
+
+
+@dataclass(frozen=True)
+class QueueEnv:
+    """What the node lends a queue process: the hooks for effects outside the queue.
+
+    ``dead_letter`` publishes an at-most-once dead letter (routing belongs to the
+    broker); ``store_write`` persists messages and returns the ids already
+    written, which the process reports back as `Written` (no store yet: at
+    once); ``on_deleted`` removes the queue's record and bindings.
+    """
+
+    dead_letter: Callable[[e.DeadLetter], None] | None = None
+    store_write: Callable[[tuple[e.Delivery, ...]], tuple[int, ...]] = _no_store_write
+    store_remove: Callable[[tuple[int, ...]], None] | None = None
+    on_deleted: Callable[[QueueConfig, e.Deleted], None] | None = None
+
+
+@dataclass
+class QueueState:
+    """The process's state: the core plus what only a process has (monitors, a timer)."""
+
+    core: ClassicQueue
+    env: QueueEnv
+    monitors: dict[Hashable, Ref]
+    owner_ref: Ref | None = None
+    timer: Ref | None = None
+    timer_at: int | None = None
+    deleted: bool = False
+
+
+def _now() -> int:
+    return int(actors.get_node().clock.system_time_ms())
+
+
+class QueueProcess(GenServer):
+    """``rabbit_amqqueue_process``: calls and casts are the core's commands.
+
+    A call ``command`` replies with the core's reply; a cast ``command`` runs
+    it for its effects only. ``("info",)`` answers the introspection counts.
+    """
+
+    def init(self, args: tuple[QueueConfig, QueueEnv]) -> Any:
+        config, env = args
+        actors.process_flag("trap_exit", True)
+        state = QueueState(ClassicQueue(config, _now()), env, {})
+        owner = config.exclusive_owner
+        if owner is not None:
+            state.owner_ref = actors.monitor(owner)
+        self._arm(state)
+        return ("ok", state)
+
+    def handle_call(self, request: Any, from_: tuple[Pid, Ref], state: QueueState) -> Any:
+        if request == ("info",):
+            return ("reply", info(state.core), state)
+        reply = self._apply(state, request)
+        if state.deleted:
+            return ("stop", "normal", reply, state)
+        return ("reply", reply, state)
+
+    def handle_cast(self, msg: Any, state: QueueState) -> Any:
+        self._apply(state, msg)
+        return ("stop", "normal", state) if state.deleted else ("noreply", state)
+
+    def handle_info(self, msg: Any, state: QueueState) -> Any:
+        match msg:
+            case ("DOWN", ref, "process", _pid, _reason) if ref == state.owner_ref:
+                state.owner_ref = None
+                self._apply(state, c.OwnerDown())
+            case ("DOWN", ref, "process", pid, _reason):
+                if state.monitors.get(pid) == ref:
+                    del state.monitors[pid]
+                    self._apply(state, c.NotifyDown(pid))
+            case ("timeout", tref, msg_) if msg_ == TICK:
+                if tref == state.timer:
+                    state.timer = state.timer_at = None
+                    self._apply(state, c.Tick())
+            case ("EXIT", _pid, reason):
+                # the supervisor is our parent (handled by the loop); any other linked
+                # process ending is none of the queue's business unless it crashed us
+                log.debug("classic queue %s: EXIT %r", state.core.config.rs, reason)
+            case _:
+                log.warning("classic queue %s: unexpected message %r",
+                            state.core.config.rs, msg)
+        return ("stop", "normal", state) if state.deleted else ("noreply", state)
+
+    # --- the shell ---------------------------------------------------------------------------
+
+    def _apply(self, state: QueueState, command: c.Command) -> e.Reply:
+        reply, effects = state.core.apply(command, _now())
+        self._execute(state, effects)
+        if not state.deleted:
+            self._arm(state)
+        return reply
+
+    def _execute(self, state: QueueState, effects: list[e.Effect]) -> None:
+        cfg = state.core.config
+        for effect in effects:
+            match effect:
+                case e.Confirm(channel) | e.RejectPublish(channel) | e.Deliver(channel) | \
+                        e.CancelConsumer(channel):
+                    actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, effect))
+                case e.Monitor(channel):
+                    if channel not in state.monitors:
+                        state.monitors[channel] = actors.monitor(channel)
+                case e.Demonitor(channel):
+                    ref = state.monitors.pop(channel, None)
+                    if ref is not None:
+                        actors.demonitor(ref, flush=True)
+                case e.DeadLetter():
+                    if state.env.dead_letter is not None:
+                        state.env.dead_letter(effect)
+                case e.StoreWrite(messages):
+                    written = state.env.store_write(messages)
+                    if written:
+                        self._execute(state, state.core.apply(c.Written(written), _now())[1])
+                case e.StoreRemove(msg_ids):
+                    if state.env.store_remove is not None:
+                        state.env.store_remove(msg_ids)
+                case e.Deleted():
+                    self._deleted(state, effect)
+                case _:
+                    raise TypeError(f"classic queue: unknown effect {effect!r}")
+
+    def _deleted(self, state: QueueState, effect: e.Deleted) -> None:
+        cfg = state.core.config
+        state.deleted = True
+        for channel, ref in state.monitors.items():
+            actors.demonitor(ref, flush=True)
+            actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, EOL))
+        state.monitors.clear()
+        if state.owner_ref is not None:
+            actors.demonitor(state.owner_ref, flush=True)
+            state.owner_ref = None
+        if state.timer is not None:
+            actors.cancel_timer(state.timer)
+            state.timer = None
+        if state.env.on_deleted is not None:
+            state.env.on_deleted(cfg, effect)
+
+    def _arm(self, state: QueueState) -> None:
+        """One timer for the earlier of message expiry and queue expiry."""
+        core = state.core
+        deadlines = [d for d in (core.message_expiry_deadline(), core.queue_expiry_deadline())
+                     if d is not None]
+        due = min(deadlines) if deadlines else None
+        if due == state.timer_at:
+            return
+        if state.timer is not None:
+            actors.cancel_timer(state.timer)
+            state.timer = state.timer_at = None
+        if due is not None:
+            state.timer = actors.start_timer(max(0, due - _now()), actors.self(), TICK)
+            state.timer_at = due
+
+
+def info(core: ClassicQueue) -> dict[str, Any]:
+    """The counts ``list_queues`` and a declare report."""
+    return {"messages_ready": core.messages_ready,
+            "messages_unacknowledged": core.messages_unacknowledged,
+            "messages": core.messages,
+            "consumers": core.consumer_count,
+            "message_bytes": core.message_bytes}
