@@ -36,9 +36,9 @@ import logging
 from typing import Any
 
 from actors import gen
-from actors.api import TIMEOUT, receive
 from actors.pid import NoSuchName, Pid, ProcessExit, Ref, is_clean_reason
 from actors.process import Process, current
+from actors.runtime_gevent import EMPTY
 
 __all__ = [
     "MAX_MAX_BATCH_SIZE",
@@ -172,6 +172,10 @@ def format_status(name: Any, module: Any, parent: Pid, state: Any) -> list[Any]:
             *(extra if isinstance(extra, list) else [extra])]
 
 
+#: the first elements of the messages the loop itself looks at
+_SPECIAL = frozenset({"$gen_cast", "$gen_call", "$gen_cast_batch", "$system_stop", "EXIT"})
+
+
 class _Sizes:
     """The batch-size settings and the current size, adapted batch by batch."""
 
@@ -199,6 +203,8 @@ class _Server:
         self.needs_gc = False
 
     def loop(self) -> None:
+        proc = self.proc
+        inbox = proc.actor_inbox
         sizes = self.sizes
         while True:
             if self.needs_gc:
@@ -206,41 +212,43 @@ class _Server:
                 # generation is what the last batch allocated
                 gc.collect(0)
                 self.needs_gc = False
-            self._append(receive())
+            msg = inbox.get(None)
+            proc.check_alive()  # a kill clears the mailbox and may wake us with nothing
+            self._append(msg)
             while True:
                 if self.count >= sizes.batch_size:
                     self._complete_batch()
                     sizes.batch_size = min(sizes.max, sizes.batch_size * 2)
                     break
-                msg = receive(0)
-                if msg is TIMEOUT:
+                msg = inbox.get(0)
+                if msg is EMPTY:
                     self._complete_batch()
                     sizes.batch_size = max(sizes.min, sizes.batch_size // 2)
                     break
                 self._append(msg)
 
     def _append(self, msg: Any) -> None:
-        if type(msg) is tuple and msg:
-            tag = msg[0]
-            if tag == "$gen_cast" and len(msg) == 2:
-                self.batch.append(("cast", msg[1]))
-                self.count += 1
-                return
-            if tag == "$gen_call" and len(msg) == 3:
-                self.batch.append(("call", msg[1], msg[2]))
-                self.count += 1
-                return
-            if tag == "$gen_cast_batch" and len(msg) == 3:
-                self.batch.extend(msg[1])
-                self.count += msg[2]
-                return
-            if tag == "$system_stop" and len(msg) == 2:
-                self._exit(msg[1])
-            if (tag == "EXIT" and len(msg) == 3 and msg[1] == self.parent
-                    and self.proc.trap_exit):
-                self._exit(msg[2])
-        self.batch.append(("info", msg))
-        self.count += 1
+        tag = msg[0] if type(msg) is tuple and msg else None
+        if type(tag) is not str or tag not in _SPECIAL:
+            self.batch.append(("info", msg))
+            self.count += 1
+        elif tag == "$gen_cast" and len(msg) == 2:
+            self.batch.append(("cast", msg[1]))
+            self.count += 1
+        elif tag == "$gen_call" and len(msg) == 3:
+            self.batch.append(("call", msg[1], msg[2]))
+            self.count += 1
+        elif tag == "$gen_cast_batch" and len(msg) == 3:
+            self.batch.extend(msg[1])
+            self.count += msg[2]
+        elif tag == "$system_stop" and len(msg) == 2:
+            self._exit(msg[1])
+        elif (tag == "EXIT" and len(msg) == 3 and msg[1] == self.parent
+              and self.proc.trap_exit):
+            self._exit(msg[2])
+        else:
+            self.batch.append(("info", msg))
+            self.count += 1
 
     def _complete_batch(self) -> None:
         batch = self.batch
