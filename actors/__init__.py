@@ -4,6 +4,7 @@
 calling process, like Erlang's BIFs. See docs/actors.md.
 """
 
+from actors import gen_batch_server
 from actors.api import (
     TIMEOUT,
     cancel_timer,
@@ -56,6 +57,7 @@ __all__ = [
     "demonitor",
     "disconnect_node",
     "exit",
+    "gen_batch_server",
     "get_node",
     "is_clean_reason",
     "is_process_alive",

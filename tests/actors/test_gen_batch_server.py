@@ -271,3 +271,8 @@ def test_format_status_shows_the_callback_s_view_of_the_state(a: Node) -> None:
                                     ("Logged Events", [])]),
                           ("reporting to", me.pid)]
         assert gen_batch_server.format_status("x", Recorder(), me.pid, 7)[-1] == 7
+
+
+def test_the_behaviour_is_part_of_the_actors_package() -> None:
+    assert "gen_batch_server" in actors.__all__
+    assert actors.gen_batch_server.start_link is gen_batch_server.start_link
