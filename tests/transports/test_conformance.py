@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from actors import Pid, api
+from actors import CallExit, Pid, api, gen_server
 from tests.transports.nets import NETS, Net, os_threads
 from tests.waiting import hub_wait_until
 
@@ -179,6 +179,45 @@ def test_a_crashed_node_gives_noconnection_to_links_and_monitors_and_nodedown(
             ("nodedown", b.name, {"nodedown_reason": "connection_closed"}),
         ], key=repr)
         assert a.nodes() == []
+
+
+def test_a_call_pending_when_the_node_is_lost_exits_with_nodedown(net: Net) -> None:
+    a, b = net.node("a"), net.node("b")
+    with a.attached() as me:
+        my = me.pid
+
+        def server() -> None:
+            api.receive()  # a call, never answered
+            api.send(my, "called")
+            api.receive()
+
+        def caller(target: Pid) -> None:
+            try:
+                gen_server.call(target, "request", timeout=None)
+            except CallExit as exc:
+                api.send(my, ("call exit", exc.why))
+
+        a.spawn(caller, (b.spawn(server),))
+        assert recv() == "called"
+        net.crash(b)
+        assert recv() == ("call exit", ("nodedown", b.name))
+
+
+def test_a_node_that_cannot_be_reached_gives_noconnection_and_nodedown(net: Net) -> None:
+    a, b = net.node("a"), net.node("b")
+    with a.attached():
+        api.process_flag("trap_exit", True)
+        linked, watched = b.spawn(idle), b.spawn(idle)
+        net.crash(b)  # never connected: the first signal to it starts a setup that fails
+        api.monitor_node(b.name, True)
+        ref = api.monitor(watched)
+        api.link(linked)
+        got = [recv(10_000) for _ in range(3)]  # a connection setup gives up in time
+        assert sorted(got, key=repr) == sorted([
+            ("nodedown", b.name),
+            ("DOWN", ref, "process", watched, "noconnection"),
+            ("EXIT", linked, "noconnection"),
+        ], key=repr)
 
 
 def test_disconnect_node_gives_noconnection_on_both_sides(net: Net) -> None:
