@@ -329,3 +329,41 @@ def test_a_paused_peer_is_declared_down_by_the_net_tick(net: Net) -> None:
             ("nodedown", b.name, {"nodedown_reason": "net_tick_timeout"}),
             ("DOWN", ref, "process", watched, "noconnection"),
         ], key=repr)
+
+
+# ---------------------------------------------------------- injected faults
+
+
+def test_delayed_frames_keep_their_order(net: Net) -> None:
+    a, b = net.node("a"), net.node("b")
+    with a.attached() as me:
+        fwd = b.spawn(forwarder, (me.pid,))
+        api.send(fwd, "before")
+        assert recv() == ("fwd", fwd, "before")
+        net.faults.delay(a.name, b.name, 0.2)
+        for i in range(500):
+            api.send(fwd, i)
+            if i % 50 == 0:
+                api.sleep(1)  # several frames, each held back
+        net.faults.delay(a.name, b.name, 0)  # later frames wait behind the delayed ones
+        api.send(fwd, "after")
+        got = [recv()[2] for _ in range(501)]
+        assert got == [*range(500), "after"]
+
+
+def test_a_short_pause_holds_frames_in_order_and_keeps_the_session(net: Net) -> None:
+    """Shorter than the tick timeout: nothing is lost and nobody is declared down."""
+    a, b = net.node("a"), net.node("b")
+    with a.attached() as me:
+        api.monitor_nodes(True)
+        fwd = b.spawn(forwarder, (me.pid,))
+        api.send(fwd, "before")
+        assert recv() == ("nodeup", b.name)
+        assert recv() == ("fwd", fwd, "before")
+        net.faults.pause(a.name)
+        for i in range(100):
+            api.send(fwd, i)
+        assert api.receive(int(net.tick.interval * 1000)) is api.TIMEOUT  # held meanwhile
+        net.faults.resume(a.name)
+        assert [recv() for _ in range(100)] == [("fwd", fwd, i) for i in range(100)]
+        assert a.nodes() == [b.name]
