@@ -1,0 +1,371 @@
+"""Classic queues behind the channel's `QueueBackend` (``rabbit_classic_queue``).
+
+Each classic queue is one process (`classic.process.QueueProcess`) under its
+home node's queue supervisor. The backend keeps the node's queues by
+``(vhost, name)``; a channel reaches a queue by its pid, so the calls and
+casts below work the same whichever node the channel is on. Synchronous
+methods (declare, delete, purge, consume, cancel, get) are calls to the queue
+process; publishes and settlements are casts. What the queue says later
+(confirms, refused publishes, deliveries, server cancels, its deletion)
+arrives in the channel's mailbox as a ``classic_queue_event`` and becomes the
+channel's `Action`s in `handle_event`.
+
+The channel is told what RabbitMQ tells it, with RabbitMQ's codes and texts:
+server-named queues (``amq.gen-`` + 22 base64url characters), the reserved
+``amq.`` prefix for names a client chose, 405 for another connection's
+exclusive queue, 406 for an inequivalent redeclare, 404 for a missing queue.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import actors
+from actors import Node, gen_server
+from actors.pid import CallExit, Pid
+from channel.backend import (
+    Action,
+    ConsumerCancelled,
+    ConsumeSpec,
+    DeclareOk,
+    Deliver,
+    Delivery,
+    Got,
+    Message,
+    QueueEol,
+    Rejected,
+    Settled,
+    Unblock,
+)
+from channel.classic_args import CLASSIC_ARGS, queue_config, validate_classic_args
+from channel.consumer_args import check_consume_arguments, consumer_priority
+from channel.consumer_timeout import queue_timeout
+from channel.errors import AmqpError, rs
+from channel.limits import QueueLimits
+from channel.queue_args import Declared, check_equivalence
+from classic import commands as c
+from classic import effects as e
+from classic.config import QueueConfig
+from classic.process import CLASSIC_EVENT, EOL, QueueEnv
+from classic.queue_sup import QUEUE_SUP, start_queue
+
+__all__ = ["ClassicBackend", "ClassicRecord", "ClassicSession", "server_name"]
+
+CALL_TIMEOUT = 30_000
+"""How long a channel waits for a queue process to answer a call."""
+
+
+def server_name() -> str:
+    """A server-generated queue name: ``amq.gen-`` and 16 random bytes in base64url."""
+    return "amq.gen-" + secrets.token_urlsafe(16)
+
+
+@dataclass(frozen=True)
+class ClassicRecord:
+    """What the node knows of one classic queue: where it runs and how it was declared."""
+
+    vhost: str
+    name: str
+    pid: Pid
+    durable: bool
+    auto_delete: bool
+    owner: Any
+    arguments: dict[str, Any]
+
+
+class ClassicBackend:
+    """The classic queues of one node and the sessions channels use to reach them."""
+
+    def __init__(self, node: Node, *, on_deleted: Callable[[str, str], None] | None = None,
+                 dead_letter: Callable[[e.DeadLetter], None] | None = None,
+                 queue_sup: Any = QUEUE_SUP) -> None:
+        self.node = node
+        self.queues: dict[tuple[str, str], ClassicRecord] = {}
+        self.on_deleted = on_deleted
+        self.queue_sup = queue_sup
+        self.env = QueueEnv(dead_letter=dead_letter, on_deleted=self._deleted)
+        #: `BrokerContext.check_queue_limits`, asked before a queue is created
+        self.queue_limits: QueueLimits | None = None
+
+    def queue_count(self, vhost: str | None = None) -> int:
+        if vhost is None:
+            return len(self.queues)
+        return sum(1 for vh, _name in self.queues if vh == vhost)
+
+    def lookup(self, vhost: str, name: str) -> ClassicRecord | None:
+        return self.queues.get((vhost, name))
+
+    def session(self, channel: Any, vhost: str, owner: Any, user: str) -> ClassicSession:
+        return ClassicSession(self, channel, vhost, owner)
+
+    def connection_closed(self, owner: Any) -> None:
+        """The owner's exclusive queues go before its ``close-ok`` is written."""
+        for record in [r for r in self.queues.values() if r.owner is not None
+                       and r.owner == owner]:
+            try:
+                gen_server.call(record.pid, c.OwnerDown(), CALL_TIMEOUT)
+            except CallExit:
+                self._forget(record.vhost, record.name, record.pid)
+
+    def _deleted(self, config: QueueConfig, _deleted: e.Deleted) -> None:
+        """Runs in the queue process as it deletes itself."""
+        self._forget(config.vhost, config.name, actors.self())
+
+    def _forget(self, vhost: str, name: str, pid: Pid) -> None:
+        record = self.queues.get((vhost, name))
+        if record is None or record.pid != pid:
+            return
+        del self.queues[(vhost, name)]
+        if self.on_deleted is not None:
+            self.on_deleted(vhost, name)
+
+
+def _locked(where: str) -> AmqpError:
+    return AmqpError(
+        "RESOURCE_LOCKED",
+        f"cannot obtain exclusive access to locked {where}. It could be originally "
+        "declared on another connection or the exclusive property value does not match "
+        "that of the original declaration.")
+
+
+def _raise(reply: e.Reply) -> e.Reply:
+    if isinstance(reply, e.AmqpError):
+        raise AmqpError(reply.name, reply.text)
+    return reply
+
+
+class ClassicSession:
+    """One channel's view of the classic queues of its vhost."""
+
+    def __init__(self, backend: ClassicBackend, channel: Any, vhost: str, owner: Any) -> None:
+        self.b = backend
+        self.channel = channel
+        self.vhost = vhost
+        self.owner = owner
+        #: queues this channel consumed from or holds unacked messages of
+        self.touched: dict[str, Pid] = {}
+
+    def _where(self, name: str) -> str:
+        return rs("queue", name, self.vhost)
+
+    def _record(self, name: str) -> ClassicRecord | None:
+        return self.b.lookup(self.vhost, name)
+
+    def _not_found(self, name: str) -> AmqpError:
+        return AmqpError("NOT_FOUND", f"no {self._where(name)}")
+
+    def _accessible(self, name: str) -> ClassicRecord:
+        """404 for a missing queue, then 405 for another connection's exclusive queue."""
+        record = self._record(name)
+        if record is None:
+            raise self._not_found(name)
+        if record.owner is not None and record.owner != self.owner:
+            raise _locked(self._where(name))
+        return record
+
+    def _call(self, record: ClassicRecord, command: Any) -> Any:
+        """A call to the queue process; a process that is gone is a queue that is gone."""
+        try:
+            return gen_server.call(record.pid, command, CALL_TIMEOUT)
+        except CallExit as exc:
+            if exc.why == "timeout":
+                raise
+            self.b._forget(record.vhost, record.name, record.pid)
+            raise self._not_found(record.name) from None
+
+    def consumer_timeout(self, name: str, node_default: int | None) -> int | None:
+        record = self._record(name)
+        return node_default if record is None else queue_timeout(record.arguments, {},
+                                                                 node_default)
+
+    # ----------------------------------------------------------------- lookup
+
+    def exists(self, name: str) -> bool:
+        return self._record(name) is not None
+
+    def check_access(self, name: str) -> None:
+        self._accessible(name)
+
+    # ---------------------------------------------------------------- declare
+
+    def declare(self, name: str, *, passive: bool, durable: bool, exclusive: bool,
+                auto_delete: bool, arguments: Mapping[str, Any]) -> DeclareOk:
+        if passive:
+            return self._stat(self._accessible(name))
+        if name == "":
+            name = server_name()
+        elif name.startswith("amq."):
+            raise AmqpError("ACCESS_REFUSED",
+                            f"queue name '{name}' contains reserved prefix 'amq.*'")
+        args = {k: v for k, v in arguments.items() if k != "x-name-prefix"}
+        args.setdefault("x-queue-type", "classic")
+        owner = self.owner if exclusive else None
+        record = self._record(name)
+        if record is None:
+            record, created = self._create(name, durable and not exclusive, auto_delete,
+                                           owner, args)
+            if created:
+                return DeclareOk(name, 0, 0)
+        return self._redeclare(record, durable and not exclusive, auto_delete, owner, args)
+
+    def _redeclare(self, record: ClassicRecord, durable: bool, auto_delete: bool, owner: Any,
+                   args: dict[str, Any]) -> DeclareOk:
+        if record.owner != owner:
+            raise _locked(self._where(record.name))
+        check_equivalence(record.name, self.vhost,
+                          Declared(record.durable, record.auto_delete, record.arguments),
+                          Declared(durable, auto_delete, args), CLASSIC_ARGS)
+        return self._stat(record)
+
+    def _stat(self, record: ClassicRecord) -> DeclareOk:
+        reply = self._call(record, c.Stat())
+        return DeclareOk(record.name, reply.message_count, reply.consumer_count)
+
+    def _create(self, name: str, durable: bool, auto_delete: bool, owner: Any,
+                args: dict[str, Any]) -> tuple[ClassicRecord, bool]:
+        """Start the queue's process and record it; a queue another channel created
+        meanwhile wins (``created`` False), and ours is deleted again."""
+        validate_classic_args(name, self.vhost, args)
+        if self.b.queue_limits is not None:
+            self.b.queue_limits(self.vhost, name, self.b.queue_count)
+        config = queue_config(name, self.vhost, args, durable=durable,
+                              auto_delete=auto_delete, owner=owner)
+        result = start_queue(self.b.queue_sup, config, self.b.env)
+        if result[0] != "ok":
+            raise AmqpError("INTERNAL_ERROR",
+                            f"Cannot declare a queue '{self._where(name)}' on node "
+                            f"'{actors.node()}': {result!r}")
+        record = ClassicRecord(self.vhost, name, result[1], durable, auto_delete, owner, args)
+        winner = self.b.queues.setdefault((self.vhost, name), record)
+        if winner is not record:
+            gen_server.cast(record.pid, c.Delete())
+        return winner, winner is record
+
+    # -------------------------------------------------------- delete, purge
+
+    def delete(self, name: str, *, if_unused: bool, if_empty: bool) -> int:
+        if self._record(name) is None:
+            return 0
+        record = self._accessible(name)
+        try:
+            reply = _raise(self._call(record, c.Delete(if_unused=if_unused,
+                                                       if_empty=if_empty)))
+        except AmqpError as exc:
+            if exc.name == "NOT_FOUND":
+                return 0
+            raise
+        return int(reply.message_count or 0)
+
+    def purge(self, name: str) -> int:
+        reply = self._call(self._accessible(name), c.Purge())
+        return int(reply.message_count or 0)
+
+    # ---------------------------------------------------------------- publish
+
+    def deliver(self, queues: list[str], message: Message, correlation: int | None,
+                ) -> list[Action]:
+        actions: list[Action] = []
+        props = None
+        for name in queues:
+            record = self._record(name)
+            if record is None:
+                continue
+            if props is None:
+                props = message.decoded_properties()
+            expiration = props.expiration
+            gen_server.cast(record.pid, c.Deliver(
+                self.channel, correlation, message.exchange,
+                message.routing_keys or (message.routing_key,), message.content.body_size,
+                persistent=props.delivery_mode == 2, priority=props.priority,
+                expiration=None if expiration is None else int(expiration), content=message))
+        return actions
+
+    # -------------------------------------------------------------- consumers
+
+    def validate_consume(self, name: str, spec: ConsumeSpec) -> None:
+        """404 / 405 and the consumer arguments; exclusivity is the queue's to refuse."""
+        self._accessible(name)
+        check_consume_arguments(name, self.vhost, "classic", spec.arguments)
+
+    def consume(self, name: str, spec: ConsumeSpec) -> list[Action]:
+        record = self._accessible(name)
+        self.touched[name] = record.pid
+        _raise(self._call(record, c.BasicConsume(
+            self.channel, spec.consumer_tag, ack_required=spec.ack_required,
+            prefetch=spec.prefetch, priority=consumer_priority(spec.arguments),
+            exclusive=spec.exclusive, args=tuple(spec.arguments.items()))))
+        return []
+
+    def cancel(self, name: str, consumer_tag: str) -> list[Action]:
+        record = self._record(name)
+        if record is not None:
+            try:
+                self._call(record, c.BasicCancel(self.channel, consumer_tag))
+            except AmqpError:
+                pass  # the queue went meanwhile: nothing left to cancel
+        return []
+
+    def settle(self, name: str, op: str, consumer_tag: str | int,
+               msg_ids: list[Any]) -> list[Action]:
+        pid = self.touched.get(name)
+        record = self._record(name)
+        if record is not None:
+            pid = record.pid
+        if pid is None:
+            return []
+        ids = tuple(msg_ids)
+        command: c.Command = (c.Ack(self.channel, ids) if op == "complete"
+                              else c.Reject(self.channel, ids, requeue=op == "requeue"))
+        gen_server.cast(pid, command)
+        return []
+
+    def get(self, name: str, *, ack_required: bool, delivery_tag: int) -> Got | None:
+        record = self._accessible(name)
+        if ack_required:
+            self.touched[name] = record.pid
+        reply = _raise(self._call(record, c.BasicGet(self.channel, ack_required)))
+        if isinstance(reply, e.GetEmpty):
+            return None
+        d = reply.delivery
+        return Got(Delivery(d.msg_id, d.content, d.redelivered), reply.message_count)
+
+    # ----------------------------------------------------------------- events
+
+    def handle_event(self, msg: Any) -> list[Action] | None:
+        if not (type(msg) is tuple and len(msg) == 4 and msg[0] == CLASSIC_EVENT):
+            return None
+        _, vhost, name, event = msg
+        if vhost != self.vhost:
+            return []
+        match event:
+            case e.Confirm(_, seqs):
+                return [Settled(name, tuple(seqs))]
+            case e.RejectPublish(_, seq):
+                return [Rejected(name, (seq,), "maxlen")]
+            case e.Deliver(_, tag, ack_required, messages):
+                record = self._record(name)
+                if record is not None:
+                    # the channel has handed them to its writer (upstream: notify_sent)
+                    gen_server.cast(record.pid, c.NotifySent(self.channel, len(messages)))
+                return [Deliver(name, tag, ack_required,
+                                tuple(Delivery(m.msg_id, m.content, m.redelivered)
+                                      for m in messages))]
+            case e.CancelConsumer(_, tag):
+                return [ConsumerCancelled(name, tag)]
+            case _ if event == EOL:
+                self.touched.pop(name, None)
+                return [QueueEol(name), Unblock(name)]
+        raise TypeError(f"classic queue event not understood: {event!r}")
+
+    def close(self) -> None:
+        """The channel is closing: each queue it used drops its consumers and takes its
+        unacked messages back now, so an auto-delete queue is gone before close-ok."""
+        for pid in list(self.touched.values()):
+            try:
+                gen_server.call(pid, c.NotifyDown(self.channel), CALL_TIMEOUT)
+            except CallExit:
+                pass  # the queue is gone already
+        self.touched.clear()

@@ -1,0 +1,267 @@
+"""Classic queues through the channel: pika against a node whose queues are queue processes.
+
+The node runs its queue supervisor and a `ClassicBackend`; every queue a test
+declares is a real `rabbit_amqqueue_process`-style actor reached by pid. What
+the client sees (names, codes, texts, redelivery, deletions) is what RabbitMQ
+sends for classic queues.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pika
+import pytest
+
+import actors
+from actors import Node
+from channel.classic_queue import ClassicBackend
+from channel.config import BrokerContext, Config
+from channel.listener import Listener
+from classic.queue_sup import start_queue_sup
+from tests.channel.conftest import Broker, client, ok, params, refused
+
+LOCKED = ("cannot obtain exclusive access to locked queue '{}' in vhost '/'. It could be "
+          "originally declared on another connection or the exclusive property value does "
+          "not match that of the original declaration.")
+
+
+@pytest.fixture
+def broker(node: Node, config: Config) -> Iterator[Broker]:
+    with node.attached():
+        result = start_queue_sup()
+        assert result[0] == "ok", result
+        actors.unlink(result[1])
+    backend = ClassicBackend(node)
+    ctx = BrokerContext(node, backend, config=config)  # type: ignore[arg-type]
+    backend.on_deleted = ctx.topology.remove_queue
+    listener = Listener(ctx, "127.0.0.1", 0).start()
+    yield Broker(node, ctx, listener, backend)  # type: ignore[arg-type]
+    listener.stop()
+
+
+def connect(broker: Broker) -> Any:
+    return client(lambda: pika.BlockingConnection(params(broker)))
+
+
+def drain(conn: Any, ch: Any, until: Any) -> None:
+    """Let pika read what the broker sent until `until()` holds (bounded)."""
+    for _ in range(200):
+        if until():
+            return
+        conn.process_data_events(time_limit=0.05)
+    raise AssertionError("the broker never sent it")
+
+
+def test_a_server_named_exclusive_queue_serves_as_an_rpc_reply_queue(conn: Any) -> None:
+    def work() -> Any:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        name = ch.queue_declare("", exclusive=True).method.queue
+        ch.basic_publish("", name, b"reply", pika.BasicProperties(correlation_id="1"))
+        method, props, body = ch.basic_get(name, auto_ack=True)
+        return name, props.correlation_id, body, method.redelivered
+    name, corr, body, redelivered = client(work)
+    assert re.fullmatch(r"amq\.gen-[A-Za-z0-9_-]{22}", name), name
+    assert (corr, body, redelivered) == ("1", b"reply", False)
+
+
+def test_a_client_chosen_amq_name_is_refused(conn: Any) -> None:
+    assert refused(conn, lambda ch: ch.queue_declare("amq.mine")) == (
+        403, "ACCESS_REFUSED - queue name 'amq.mine' contains reserved prefix 'amq.*'")
+
+
+def test_another_connection_is_locked_out_of_an_exclusive_queue(broker: Broker,
+                                                                 conn: Any) -> None:
+    ok(conn, lambda ch: ch.queue_declare("mine", exclusive=True))
+    other = connect(broker)
+    try:
+        text = "RESOURCE_LOCKED - " + LOCKED.format("mine")
+        assert refused(other, lambda ch: ch.queue_declare("mine", passive=True)) == (405, text)
+        assert refused(other, lambda ch: ch.basic_consume("mine", lambda *a: None)) == (
+            405, text)
+        assert refused(other, lambda ch: ch.queue_declare("mine")) == (405, text)
+    finally:
+        client(other.close)
+
+
+def test_an_exclusive_queue_goes_with_its_connection(broker: Broker) -> None:
+    first = connect(broker)
+    ok(first, lambda ch: ch.queue_declare("gone", exclusive=True))
+    client(first.close)
+    other = connect(broker)
+    try:
+        assert refused(other, lambda ch: ch.queue_declare("gone", passive=True)) == (
+            404, "NOT_FOUND - no queue 'gone' in vhost '/'")
+    finally:
+        client(other.close)
+
+
+def test_an_inequivalent_redeclare_is_406(conn: Any) -> None:
+    ok(conn, lambda ch: ch.queue_declare("q", durable=False, arguments={"x-max-length": 5}))
+    assert refused(conn, lambda ch: ch.queue_declare("q", durable=True)) == (
+        406, "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'q' in vhost '/': "
+             "received 'true' but current is 'false'")
+    assert refused(conn, lambda ch: ch.queue_declare(
+        "q", arguments={"x-max-length": 6})) == (
+        406, "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q' in vhost "
+             "'/': received '6' but current is '5'")
+    assert refused(conn, lambda ch: ch.queue_declare(
+        "q", arguments={"x-max-length": 5, "x-queue-type": "quorum"})) == (
+        406, "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in vhost "
+             "'/': received 'quorum' but current is 'classic'")
+
+
+def test_a_bad_argument_of_a_new_queue_is_406(conn: Any) -> None:
+    assert refused(conn, lambda ch: ch.queue_declare(
+        "p", arguments={"x-max-priority": 256})) == (
+        406, "PRECONDITION_FAILED - invalid arg 'x-max-priority' for queue 'p' in vhost '/': "
+             "{max_value_exceeded,256}")
+    assert refused(conn, lambda ch: ch.queue_declare(
+        "p", arguments={"x-delivery-limit": 3})) == (
+        406, "PRECONDITION_FAILED - invalid arg 'x-delivery-limit' for queue 'p' in vhost '/' "
+             "of queue type rabbit_classic_queue")
+
+
+def test_a_passive_declare_of_a_missing_queue_is_404(conn: Any) -> None:
+    assert refused(conn, lambda ch: ch.queue_declare("nope", passive=True)) == (
+        404, "NOT_FOUND - no queue 'nope' in vhost '/'")
+
+
+def test_a_rejected_message_returns_to_its_place_redelivered(conn: Any) -> None:
+    def work() -> list[tuple[bytes, bool]]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("work")
+        for body in (b"1", b"2", b"3"):
+            ch.basic_publish("", "work", body)
+        first = ch.basic_get("work")
+        second = ch.basic_get("work")
+        ch.basic_reject(first[0].delivery_tag, requeue=True)
+        ch.basic_ack(second[0].delivery_tag)
+        out = []
+        for _ in range(2):
+            method, _props, body = ch.basic_get("work", auto_ack=True)
+            out.append((body, method.redelivered))
+        return out
+    assert client(work) == [(b"1", True), (b"3", False)]
+
+
+def test_a_consumer_gets_messages_in_order_and_acks_them(conn: Any) -> None:
+    def work() -> tuple[list[bytes], int]:
+        ch = conn.channel()
+        ch.queue_declare("c")
+        ch.basic_qos(prefetch_count=2)
+        for i in range(5):
+            ch.basic_publish("", "c", str(i).encode())
+        got: list[bytes] = []
+
+        def on_message(chan: Any, method: Any, _props: Any, body: bytes) -> None:
+            got.append(body)
+            chan.basic_ack(method.delivery_tag)
+        ch.basic_consume("c", on_message)
+        drain(conn, ch, lambda: len(got) == 5)
+        return got, ch.queue_declare("c", passive=True).method.message_count
+    assert client(work) == ([b"0", b"1", b"2", b"3", b"4"], 0)
+
+
+def test_an_auto_delete_queue_goes_when_its_last_consumer_cancels(conn: Any) -> None:
+    def work() -> None:
+        ch = conn.channel()
+        ch.queue_declare("ad", auto_delete=True)
+        tag = ch.basic_consume("ad", lambda *a: None)
+        ch.basic_cancel(tag)
+    client(work)
+    assert refused(conn, lambda ch: ch.queue_declare("ad", passive=True)) == (
+        404, "NOT_FOUND - no queue 'ad' in vhost '/'")
+
+
+def test_delete_if_empty_and_if_unused_are_406(conn: Any) -> None:
+    def fill(ch: Any) -> None:
+        ch.confirm_delivery()
+        ch.queue_declare("d")
+        ch.basic_publish("", "d", b"x")
+    ok(conn, fill)
+    assert refused(conn, lambda ch: ch.queue_delete("d", if_empty=True)) == (
+        406, "PRECONDITION_FAILED - queue 'd' in vhost '/' not empty")
+
+    def consume_then_delete(ch: Any) -> None:
+        ch.basic_consume("d", lambda *a: None)
+        other = conn.channel()
+        other.queue_delete("d", if_unused=True)
+    code, text = refused(conn, lambda ch: consume_then_delete(ch))
+    assert (code, text) == (406, "PRECONDITION_FAILED - queue 'd' in vhost '/' in use")
+
+
+def test_a_consumer_is_cancelled_by_the_server_when_its_queue_is_deleted(conn: Any) -> None:
+    def work() -> tuple[list[str], int]:
+        ch = conn.channel()
+        ch.queue_declare("bye")
+        ch.basic_consume("bye", lambda *a: None)
+        before = list(ch.consumer_tags)
+        other = conn.channel()
+        count = other.queue_delete("bye").method.message_count
+        drain(conn, ch, lambda: not ch.consumer_tags)
+        return before, count
+    before, count = client(work)
+    assert len(before) == 1 and count == 0
+
+
+def test_publishes_are_confirmed_and_unroutable_ones_are_not_lost(conn: Any) -> None:
+    def work() -> int:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("conf", durable=True)
+        for _ in range(3):
+            ch.basic_publish("", "conf", b"m", pika.BasicProperties(delivery_mode=2))
+        return ch.queue_declare("conf", passive=True).method.message_count
+    assert client(work) == 3
+
+
+def test_a_second_connection_may_publish_to_an_exclusive_queue(broker: Broker,
+                                                               conn: Any) -> None:
+    name = ok(conn, lambda ch: ch.queue_declare("", exclusive=True).method.queue)
+    other = connect(broker)
+    try:
+        def publish() -> None:
+            ch = other.channel()
+            ch.confirm_delivery()
+            ch.basic_publish("", name, b"hi", mandatory=True)
+        client(publish)
+    finally:
+        client(other.close)
+    method = ok(conn, lambda ch: ch.queue_declare(name, passive=True)).method
+    assert method.message_count == 1
+
+
+def test_unacked_messages_return_in_order_when_their_channel_closes(conn: Any) -> None:
+    def work() -> list[tuple[bytes, bool]]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("back")
+        for body in (b"a", b"b", b"c"):
+            ch.basic_publish("", "back", body)
+        taker = conn.channel()
+        taker.basic_get("back")
+        taker.basic_get("back")
+        taker.close()
+        out = []
+        for _ in range(3):
+            method, _props, body = ch.basic_get("back", auto_ack=True)
+            out.append((body, method.redelivered))
+        return out
+    assert client(work) == [(b"a", True), (b"b", True), (b"c", False)]
+
+
+def test_a_message_ttl_of_zero_drops_what_no_consumer_takes_at_once(conn: Any) -> None:
+    def work() -> tuple[Any, Any]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("ttl0", arguments={"x-message-ttl": 0})
+        ch.queue_declare("plain")
+        ch.basic_publish("", "ttl0", b"late")
+        ch.basic_publish("", "plain", b"late", pika.BasicProperties(expiration="0"))
+        return ch.basic_get("ttl0")[0], ch.basic_get("plain")[0]
+    assert client(work) == (None, None)
