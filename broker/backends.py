@@ -4,7 +4,9 @@
 the node whose channel declared them, while exchanges and bindings are the
 cluster's (its deleted queues drop their bindings through the store).
 `quorum` is `channel.quorum_queue` over the node's `MetadataRegistry`, so
-queues are Ra clusters reachable from every node.
+queues are Ra clusters reachable from every node; declares that resolve to the
+classic type go to `channel.classic_queue`, one queue process per queue under
+the node's queue supervisor.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ def memory(broker: BrokerNode) -> Any:
 
 
 def quorum(broker: BrokerNode) -> Any:
+    from channel.classic_queue import ClassicBackend
     from channel.quorum_queue import QuorumBackend
 
-    return QuorumBackend(broker.node, broker.registry,
+    classic = ClassicBackend(broker.node, on_deleted=broker.topology.remove_queue)
+    return QuorumBackend(broker.node, broker.registry, classic=classic,
                          net_ticktime=int(broker.config.net_ticktime))

@@ -8,6 +8,7 @@ warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core chi
 ├── warren_metadata_view     joins or forms the metadata cluster, keeps the node's copy
 ├── rabbit_alarm             memory and disk monitors -> alarm hub (cluster-wide)
 ├── rabbit_fifo_dlx_sup      simple_one_for_one: at-least-once dead-letter workers
+├── rabbit_amqqueue_sup_sup  simple_one_for_one: classic queue processes (temporary)
 ├── amqp_listener            TCP acceptor -> one reader (connection tree) per connection
 └── recorder                 history sink (only records when a history_dir is configured)
 ```
@@ -40,6 +41,7 @@ from broker.store import Metadata, MetadataView, ProjectionServer
 from broker.topology import ReplicatedTopology
 from broker.users import ReplicatedUsers
 from channel.config import BrokerContext, Config
+from classic import queue_sup
 from fifo.machine import SUPPORTED_VERSIONS
 from releases import lookup
 from supervision import supervisor
@@ -297,6 +299,7 @@ class BrokerNode:
                  ALARM_SERVER),
             {"id": DLX_SUP, "type": "supervisor",
              "start": (supervisor.start_link, [dlx, None, DLX_SUP])},
+            queue_sup.child_spec(),
             _gen(ListenerServer, self, "amqp_listener"),
         ]
 

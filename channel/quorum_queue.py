@@ -243,6 +243,11 @@ class QuorumSession:
         if "x-queue-type" not in args:
             compatible = durable and not exclusive and not auto_delete
             args["x-queue-type"] = self.b.default_queue_type if compatible else "classic"
+        if record is None and self.classic is not None and self.classic.exists(name):
+            # an existing classic queue compares the (filled-in) type like any argument
+            return self.classic.declare(name, passive=False, durable=durable,
+                                        exclusive=exclusive, auto_delete=auto_delete,
+                                        arguments=args)
         if record is None and args["x-queue-type"] in ("classic", "stream"):
             return self._declare_classic(name, durable, exclusive, auto_delete, args)
         if args["x-queue-type"] == "quorum":
