@@ -75,26 +75,32 @@ def agreed_query_index(s: ServerState) -> int:
 
 
 def heartbeat_reply(peer_id: Any, query_index: int, s: ServerState) -> Effects:
-    """A current-term ``heartbeat_reply``: answer every query now confirmed."""
+    """A current-term ``heartbeat_reply``: answer every query now confirmed.
+
+    The confirmed queries are taken from the front of the waiting queue
+    (lowest query index first) and answered in the reverse order, newest
+    first, as Ra accumulates them.
+    """
     peer = s.cluster[peer_id]
     peer.query_index = max(peer.query_index, query_index)
     agreed = agreed_query_index(s)
-    effects: Effects = []
+    confirmed: Effects = []
     while s.queries_waiting_heartbeats and s.queries_waiting_heartbeats[0][0] <= agreed:
         _, from_, query_fun = s.queries_waiting_heartbeats.pop(0)
-        effects.append(_answer(from_, query_fun, s))
-    return effects
+        confirmed.append(_answer(from_, query_fun, s))
+    confirmed.reverse()
+    return confirmed
 
 
 def flush_pending(s: ServerState) -> Effects:
-    """Issue the queries parked while the new leader's noop was uncommitted."""
+    """Issue the queries parked while the new leader's noop was uncommitted.
+
+    Each parked query gets a heartbeat round of its own (its own query index),
+    as Ra submits them one by one: the newest parked query takes the lowest
+    index, and the rounds of older queries come first among the effects.
+    """
     parked, s.pending_consistent_queries = s.pending_consistent_queries, []
     effects: Effects = []
-    for from_, query_fun in parked:
-        effects.extend(request(from_, query_fun, s))
-    # request() may emit one heartbeat per query: one round covers them all
-    seen: dict[Any, Any] = {}
-    for eff in effects:
-        if eff[0] == "send_rpc":
-            seen[eff[1]] = eff
-    return [e for e in effects if e[0] != "send_rpc"] + list(seen.values())
+    for from_, query_fun in reversed(parked):
+        effects = request(from_, query_fun, s) + effects
+    return effects

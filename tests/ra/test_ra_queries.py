@@ -35,13 +35,36 @@ def test_query_is_answered_once_a_quorum_confirmed_the_query_index() -> None:
     assert effects == []
 
 
-def test_one_confirmation_answers_every_earlier_query_in_order() -> None:
+def test_one_confirmation_answers_every_earlier_query_newest_first() -> None:
     st = ready_leader()
     core.handle("leader", ("consistent_query", "a", double), st)
     _, st, effects = core.handle("leader", ("consistent_query", "b", double), st)
     assert [e[2].query_index for e in effects] == [2, 2]
     _, st, effects = core.handle("leader", (S3, HeartbeatReply(2, 1)), st)
-    assert [e[1] for e in effects] == ["a", "b"]
+    assert effects == [("reply", "b", ("ok", 42, S1)), ("reply", "a", ("ok", 42, S1))]
+    assert st.queries_waiting_heartbeats == []
+
+
+def test_parked_queries_get_one_heartbeat_round_each() -> None:
+    st = leader(S1, log=entries(1, 1), term=2)
+    st.machine_state = 21
+    core.handle("leader", ("consistent_query", "a", double), st)
+    _, st, effects = core.handle("leader", ("consistent_query", "b", double), st)
+    assert effects == [] and st.query_index == 0
+    st.cluster_change_permitted = True
+    _, st, effects = core.handle("leader", ("ra_log_event", ("written", 2, [])), st)
+    heartbeats = [e for e in effects if e[0] == "send_rpc" and isinstance(e[2], HeartbeatRpc)]
+    # the newest parked query takes the lowest index; the older one's round comes first
+    assert heartbeats == [("send_rpc", S2, HeartbeatRpc(2, 2, S1)),
+                          ("send_rpc", S3, HeartbeatRpc(2, 2, S1)),
+                          ("send_rpc", S2, HeartbeatRpc(1, 2, S1)),
+                          ("send_rpc", S3, HeartbeatRpc(1, 2, S1))]
+    assert [(q[0], q[1]) for q in st.queries_waiting_heartbeats] == [(1, "b"), (2, "a")]
+    assert st.pending_consistent_queries == []
+    _, st, effects = core.handle("leader", (S2, HeartbeatReply(1, 2)), st)
+    assert effects == [("reply", "b", ("ok", 42, S1))]
+    _, st, effects = core.handle("leader", (S3, HeartbeatReply(2, 2)), st)
+    assert effects == [("reply", "a", ("ok", 42, S1))]
 
 
 def test_single_member_answers_at_once() -> None:
