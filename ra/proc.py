@@ -36,7 +36,7 @@ from ra.snapshot import (
     DEFAULT_RECEIVE_SNAPSHOT_TIMEOUT,
     DEFAULT_SNAPSHOT_CHUNK_SIZE,
 )
-from ra.state import ServerState
+from ra.state import ServerState, peer_overview
 from ra.state import init as init_state
 from ra.statem import CAST, INFO, TIMEOUT, Events
 from ra.types import (
@@ -821,10 +821,7 @@ class RaServerProc:
             "last_written_index": s.log.last_written()[0],
             "snapshot_index": snap[0] if snap is not None else None,
             "members": list(s.cluster),
-            "cluster": {sid: {"next_index": p.next_index, "match_index": p.match_index,
-                              "commit_index_sent": p.commit_index_sent, "status": p.status,
-                              "machine_version": p.machine_version}
-                        for sid, p in s.peers().items()},
+            "cluster": {sid: peer_overview(p) for sid, p in s.peers().items()},
             "membership": s.membership,
             # spec §19: what this code supports, what the cluster runs, and since when
             "machine_version": s.cfg.machine_version,

@@ -46,6 +46,21 @@ class Peer:
         return self.voter_status is None or self.voter_status.get("membership", VOTER) == VOTER
 
 
+def peer_overview(peer: Peer) -> dict[str, Any]:
+    """What a member's overview says about one peer, as Ra's ``cluster`` map.
+
+    ``membership`` is spelled out (a peer without a voter status is a voter)
+    so that a reader does not have to know that rule; ``voter_status`` is the
+    stored map (``None`` for a plain voter), with the uid and promotion target.
+    """
+    vs = peer.voter_status
+    return {"next_index": peer.next_index, "match_index": peer.match_index,
+            "commit_index_sent": peer.commit_index_sent, "query_index": peer.query_index,
+            "status": peer.status, "machine_version": peer.machine_version,
+            "membership": VOTER if vs is None else vs.get("membership", VOTER),
+            "voter_status": None if vs is None else dict(vs)}
+
+
 def dehydrate(cluster: dict[ServerId, Peer]) -> dict[ServerId, dict[str, Any]]:
     """The form stored in cluster-change entries and snapshots: only voter status."""
     out: dict[ServerId, dict[str, Any]] = {}

@@ -61,3 +61,27 @@ def test_membership_errors(four: Cluster) -> None:
         assert first[0] == "ok"
         assert api.add_member(s1, ("s5", four.nodes[3].name)) == (
             "error", "cluster_change_not_permitted")
+
+
+def test_member_overview_shows_each_peers_voter_status(four: Cluster) -> None:
+    s1, s2, s3 = four.ids
+    s4 = ("s4", four.nodes[3].name)
+    machine = SeqMachine()
+    with four.nodes[0].attached():
+        assert api.start_cluster("default", "m", machine, four.ids,
+                                 server_config=SERVER_CONFIG)[0] == "ok"
+        assert api.process_command(s1, ("push", 0))[0] == "ok"
+        uid = api.new_uid("m")
+        conf = {**SERVER_CONFIG, "id": s4, "uid": uid, "cluster_name": "m",
+                "initial_members": [s1, s2, s3], "machine": machine,
+                "membership": "non_voter"}
+        assert api.start_server("default", conf) == "ok"
+        new = {"id": s4, "membership": "non_voter", "uid": uid}
+        assert api.add_member(s1, new)[0] == "ok"
+        wait_until(lambda: s4 in overview(s1)["cluster"], what="s4 in the leader's cluster")
+        peers = overview(s1)["cluster"]
+        assert peers[s4]["membership"] == "non_voter"
+        assert peers[s4]["voter_status"] == {"membership": "non_voter", "uid": uid}
+        # a member without a voter status is a voter
+        assert (peers[s2]["membership"], peers[s2]["voter_status"]) == ("voter", None)
+        assert overview(s4)["membership"] == "non_voter"
