@@ -145,8 +145,8 @@ class ClassicSession:
         self.channel = channel
         self.vhost = vhost
         self.owner = owner
-        #: queues this channel consumed from or holds unacked messages of
-        self.touched: dict[str, Pid] = {}
+        #: queue processes this channel consumed from or took messages of
+        self.touched: set[Pid] = set()
 
     def _where(self, name: str) -> str:
         return rs("queue", name, self.vhost)
@@ -292,7 +292,7 @@ class ClassicSession:
 
     def consume(self, name: str, spec: ConsumeSpec) -> list[Action]:
         record = self._accessible(name)
-        self.touched[name] = record.pid
+        self.touched.add(record.pid)
         _raise(self._call(record, c.BasicConsume(
             self.channel, spec.consumer_tag, ack_required=spec.ack_required,
             prefetch=spec.prefetch, priority=consumer_priority(spec.arguments),
@@ -310,34 +310,35 @@ class ClassicSession:
 
     def settle(self, name: str, op: str, consumer_tag: str | int,
                msg_ids: list[Any]) -> list[Action]:
-        pid = self.touched.get(name)
-        record = self._record(name)
-        if record is not None:
-            pid = record.pid
-        if pid is None:
-            return []
-        ids = tuple(msg_ids)
-        command: c.Command = (c.Ack(self.channel, ids) if op == "complete"
-                              else c.Reject(self.channel, ids, requeue=op == "requeue"))
-        gen_server.cast(pid, command)
+        """Each message id names the queue process it came from, so a settlement
+        goes to that process even if the queue was deleted and declared again."""
+        by_queue: dict[Pid, list[int]] = {}
+        for pid, msg_id in msg_ids:
+            by_queue.setdefault(pid, []).append(msg_id)
+        for pid, ids in by_queue.items():
+            command: c.Command = (c.Ack(self.channel, tuple(ids)) if op == "complete"
+                                  else c.Reject(self.channel, tuple(ids),
+                                                requeue=op == "requeue"))
+            gen_server.cast(pid, command)
         return []
 
     def get(self, name: str, *, ack_required: bool, delivery_tag: int) -> Got | None:
         record = self._accessible(name)
         if ack_required:
-            self.touched[name] = record.pid
+            self.touched.add(record.pid)
         reply = _raise(self._call(record, c.BasicGet(self.channel, ack_required)))
         if isinstance(reply, e.GetEmpty):
             return None
         d = reply.delivery
-        return Got(Delivery(d.msg_id, d.content, d.redelivered), reply.message_count)
+        return Got(Delivery((record.pid, d.msg_id), d.content, d.redelivered),
+                   reply.message_count)
 
     # ----------------------------------------------------------------- events
 
     def handle_event(self, msg: Any) -> list[Action] | None:
-        if not (type(msg) is tuple and len(msg) == 4 and msg[0] == CLASSIC_EVENT):
+        if not (type(msg) is tuple and len(msg) == 5 and msg[0] == CLASSIC_EVENT):
             return None
-        _, vhost, name, event = msg
+        _, vhost, name, pid, event = msg
         if vhost != self.vhost:
             return []
         match event:
@@ -346,24 +347,22 @@ class ClassicSession:
             case e.RejectPublish(_, seq):
                 return [Rejected(name, (seq,), "maxlen")]
             case e.Deliver(_, tag, ack_required, messages):
-                record = self._record(name)
-                if record is not None:
-                    # the channel has handed them to its writer (upstream: notify_sent)
-                    gen_server.cast(record.pid, c.NotifySent(self.channel, len(messages)))
+                # the channel has handed them to its writer (upstream: notify_sent)
+                gen_server.cast(pid, c.NotifySent(self.channel, len(messages)))
                 return [Deliver(name, tag, ack_required,
-                                tuple(Delivery(m.msg_id, m.content, m.redelivered)
+                                tuple(Delivery((pid, m.msg_id), m.content, m.redelivered)
                                       for m in messages))]
             case e.CancelConsumer(_, tag):
                 return [ConsumerCancelled(name, tag)]
             case _ if event == EOL:
-                self.touched.pop(name, None)
+                self.touched.discard(pid)
                 return [QueueEol(name), Unblock(name)]
         raise TypeError(f"classic queue event not understood: {event!r}")
 
     def close(self) -> None:
         """The channel is closing: each queue it used drops its consumers and takes its
         unacked messages back now, so an auto-delete queue is gone before close-ok."""
-        for pid in list(self.touched.values()):
+        for pid in list(self.touched):
             try:
                 gen_server.call(pid, c.NotifyDown(self.channel), CALL_TIMEOUT)
             except CallExit:

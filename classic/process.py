@@ -6,8 +6,9 @@ core returns, every kind of them (an effect it does not know is a bug and
 crashes the process rather than being skipped):
 
 * publisher confirms, refused publishes, deliveries and server-side cancels go
-  to the channel they concern as a ``(CLASSIC_EVENT, vhost, name, effect)``
-  message, the effect record itself, for the channel-side glue to translate;
+  to the channel they concern as a ``(CLASSIC_EVENT, vhost, name, pid, effect)``
+  message (the effect record itself, and which queue process sent it), for the
+  channel-side glue to translate;
 * ``Monitor`` / ``Demonitor`` become monitors of channel processes, and a
   channel's ``DOWN`` becomes the core's `NotifyDown`; the exclusive owner (a
   connection process) is monitored from the start and its ``DOWN`` is
@@ -157,7 +158,8 @@ class QueueProcess(GenServer):
             match effect:
                 case e.Confirm(channel) | e.RejectPublish(channel) | e.Deliver(channel) | \
                         e.CancelConsumer(channel):
-                    actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, effect))
+                    actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, actors.self(),
+                                          effect))
                 case e.Monitor(channel):
                     if channel not in state.monitors:
                         state.monitors[channel] = actors.monitor(channel)
@@ -185,7 +187,7 @@ class QueueProcess(GenServer):
         state.deleted = True
         for channel, ref in state.monitors.items():
             actors.demonitor(ref, flush=True)
-            actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, EOL))
+            actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, actors.self(), EOL))
         state.monitors.clear()
         if state.owner_ref is not None:
             actors.demonitor(state.owner_ref, flush=True)

@@ -265,3 +265,23 @@ def test_a_message_ttl_of_zero_drops_what_no_consumer_takes_at_once(conn: Any) -
         ch.basic_publish("", "plain", b"late", pika.BasicProperties(expiration="0"))
         return ch.basic_get("ttl0")[0], ch.basic_get("plain")[0]
     assert client(work) == (None, None)
+
+
+def test_an_ack_for_a_deleted_queue_never_settles_a_message_of_its_successor(
+        conn: Any) -> None:
+    def work() -> int:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("re")
+        ch.basic_publish("", "re", b"old")
+        old = ch.basic_get("re")[0]
+        other = conn.channel()
+        other.confirm_delivery()
+        other.queue_delete("re")
+        other.queue_declare("re")
+        other.basic_publish("", "re", b"new")
+        new = ch.basic_get("re")[0]
+        ch.basic_ack(old.delivery_tag)
+        ch.basic_reject(new.delivery_tag, requeue=True)
+        return other.queue_declare("re", passive=True).method.message_count
+    assert client(work) == 1

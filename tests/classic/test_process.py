@@ -66,11 +66,11 @@ def publish(q: Any, seq: int, body: str, channel: Any = None, **kw: Any) -> None
 
 def event(kind: type | str) -> Any:
     """The next queue event of this kind sent to the test process."""
-    msg = actors.receive(WAIT, match=lambda m: type(m) is tuple and len(m) == 4
+    msg = actors.receive(WAIT, match=lambda m: type(m) is tuple and len(m) == 5
                          and m[0] == CLASSIC_EVENT
-                         and (m[3] == kind if isinstance(kind, str) else type(m[3]) is kind))
+                         and (m[4] == kind if isinstance(kind, str) else type(m[4]) is kind))
     assert msg is not actors.TIMEOUT, f"no {kind} event"
-    return msg[3]
+    return msg[4]
 
 
 def message(tag: str) -> Any:
