@@ -133,13 +133,36 @@ def pipeline_command(server_id: ServerId, cmd: Any, correlation: Any = None,
 # -------------------------------------------------------------- queries
 
 
-def local_query(server_id: ServerId, query_fun: Any, timeout: int = DEFAULT_TIMEOUT) -> Any:
-    """``("ok", ((last_applied, current_term), result), leader | "not_known")``."""
-    return _local_call(server_id, ("local_call", ("local_query", query_fun)), timeout)
+def _query_request(query_fun: Any, timeout: int | dict[str, Any]) -> tuple[Any, int]:
+    """The server request and the call timeout of a ``local_query``/``leader_query``.
+
+    `timeout` is milliseconds or a map with ``timeout`` and ``condition``
+    (``("applied", (idx, term))``: run the query once that entry is applied
+    on the member that runs it).
+    """
+    if isinstance(timeout, dict):
+        options = {k: v for k, v in timeout.items() if k != "timeout"}
+        return ("local_query", query_fun, options), int(timeout.get("timeout", DEFAULT_TIMEOUT))
+    return ("local_query", query_fun), int(timeout)
 
 
-def leader_query(server_loc: Any, query_fun: Any, timeout: int = DEFAULT_TIMEOUT) -> Any:
-    return _leader_call(server_loc, ("local_query", query_fun), timeout)
+def local_query(server_id: ServerId, query_fun: Any,
+                timeout: int | dict[str, Any] = DEFAULT_TIMEOUT) -> Any:
+    """``("ok", ((last_applied, current_term), result), leader | "not_known")``.
+
+    With ``{"condition": ("applied", (idx, term))}`` the member answers once it
+    has applied ``idx`` with term ``term``; until then the caller waits (up to
+    its timeout, then ``("timeout", server_id)``).
+    """
+    req, ms = _query_request(query_fun, timeout)
+    return _local_call(server_id, ("local_call", req), ms)
+
+
+def leader_query(server_loc: Any, query_fun: Any,
+                 timeout: int | dict[str, Any] = DEFAULT_TIMEOUT) -> Any:
+    """`local_query` run on the leader (redirected there); the same options."""
+    req, ms = _query_request(query_fun, timeout)
+    return _leader_call(server_loc, req, ms)
 
 
 def consistent_query(server_loc: Any, query_fun: Any, timeout: int = DEFAULT_TIMEOUT) -> Any:

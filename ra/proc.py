@@ -27,7 +27,7 @@ import actors
 from actors import gen
 from actors.pid import CallExit, Pid, ProcessExit, Ref
 from actors.process import Process
-from ra import deletion, replication, server, timeouts
+from ra import deletion, local_queries, replication, server, timeouts
 from ra import machine as ra_machine
 from ra.directory import DirEntry, SystemHandle, lookup
 from ra.proc_effects import run_effects, send_applied_notifications
@@ -139,6 +139,8 @@ class RaServerProc:
         self.flush_scheduled = False
         #: leader calls held until a leader is known: [(from, request)]
         self.stash: list[tuple[Any, Any]] = []
+        #: local queries waiting for an ``("applied", (idx, term))`` condition
+        self.pending_queries: list[local_queries.PendingQuery] = []
         self.aux_state: Any = None
         #: (machine module, its handle_aux or None, legacy 6-argument form), see `aux`
         self._aux_handler: tuple[Any, Any, bool] | None = None
@@ -331,6 +333,8 @@ class RaServerProc:
                 self.core(("consistent_aux", from_, aux_cmd), ("call", from_))
             case ("local_query", query_fun):
                 self.reply(from_, self.query_reply(query_fun, self.id))
+            case ("local_query", query_fun, options):
+                self.local_query(from_, query_fun, options, self.id)
             case "members":
                 self.reply(from_, ("ok", list(s.cluster), self.id))
             case ("transfer_leadership", target):
@@ -344,6 +348,8 @@ class RaServerProc:
         match req:
             case ("local_query", query_fun):
                 self.reply(from_, self.query_reply(query_fun, leader))
+            case ("local_query", query_fun, options):
+                self.local_query(from_, query_fun, options, leader)
             case "members":
                 self.reply(from_, ("ok", list(s.cluster), leader))
             case "overview":
@@ -706,6 +712,48 @@ class RaServerProc:
         self.track_leader()
         if self.stash:
             self.flush_stash()
+        if self.pending_queries:
+            self.perform_pending_queries()
+
+    def local_query(self, from_: Any, query_fun: Any, options: dict[str, Any],
+                    leader: Any) -> None:
+        """A local query with options: at once, or parked until its condition holds."""
+        try:
+            idx_term = local_queries.parse_condition(options.get("condition"))
+        except local_queries.BadCondition as exc:
+            self.reply(from_, ("error", ("invalid_condition", exc.args[0])))
+            return
+        if idx_term is None:
+            self.reply(from_, self.query_reply(query_fun, leader))
+            return
+        self.pending_queries = local_queries.park(self.pending_queries, idx_term, from_,
+                                                  query_fun)
+        # the entry may already be applied
+        self.perform_pending_queries()
+
+    def perform_pending_queries(self) -> None:
+        """Answer the parked local queries whose entry is now applied with its term.
+
+        A caller that gave up still gets evaluated; its late reply is dropped.
+        """
+        s = self.s
+        snap = s.log.snapshot_index_term()
+
+        def term_at(idx: int) -> int | None:
+            if snap is not None and idx == snap[0]:
+                return snap[1]
+            return s.log.fetch_term(idx)
+
+        self.pending_queries, ready = local_queries.take_ready(
+            self.pending_queries, s.last_applied, term_at)
+        if not ready:
+            return
+        if self.role == LEADER:
+            leader: Any = self.id
+        else:
+            leader = s.leader_id if s.leader_id is not None else "not_known"
+        for query in ready:
+            self.reply(query.from_, self.query_reply(query.query_fun, leader))
 
     def flush_stash(self) -> None:
         """Held leader calls (`after_event` calls this only when there are some)."""
