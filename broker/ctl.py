@@ -300,7 +300,7 @@ def _remote(fun_name: str, fun_args: tuple[Any, ...]) -> Any:
     """Runs on the target node: the operation, its errors made data."""
     import actors
     from broker import ctl_ops
-    from broker.node import RUNNING
+    from broker.running import RUNNING
     from channel.errors import AmqpError
 
     if actors.node() not in RUNNING:

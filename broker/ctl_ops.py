@@ -15,7 +15,8 @@ from broker import policy as pol
 from broker.alarms import ALARM_SERVER
 from broker.formation import ping
 from broker.metadata import CLUSTER_NAME, effective_policy
-from broker.node import DLX_SUP, RA_SYSTEM, broker_of
+from broker.node import DLX_SUP, RA_SYSTEM
+from broker.running import broker_of
 from channel.queue_registry import QueueRecord
 from supervision import supervisor
 

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from broker.running import broker_of
 from broker.store import Metadata
 from channel.limits import VhostLimits, local_count
 
@@ -53,8 +54,6 @@ class ReplicatedVhostLimits(VhostLimits):
 
 def count_here(kind: str, key: str) -> int:
     """Runs on a peer (by rpc): that node's own count."""
-    from broker.node import broker_of
-
     return local_count(broker_of().ctx.readers.values(), kind, key)
 
 

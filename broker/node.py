@@ -15,7 +15,7 @@ warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core chi
 
 Children start in this order and stop in reverse. The `BrokerNode` object
 keeps what the children share (the metadata view, the queue registry, the
-channel context); `RUNNING` finds it by node name, which is how operator
+channel context); `broker.running` finds it by node name, which is how operator
 commands executed on the node (`broker.ctl`) reach it.
 """
 
@@ -37,6 +37,7 @@ from broker.formation import form_or_join
 from broker.limits import ReplicatedVhostLimits, peer_counter
 from broker.metadata import CLUSTER_NAME, PROJECTION
 from broker.registry import MetadataRegistry
+from broker.running import RUNNING, broker_of
 from broker.store import Metadata, MetadataView, ProjectionServer
 from broker.topology import ReplicatedTopology
 from broker.users import ReplicatedUsers
@@ -46,11 +47,10 @@ from fifo.machine import SUPPORTED_VERSIONS
 from releases import lookup
 from supervision import supervisor
 
-__all__ = ["RUNNING", "BrokerNode", "BrokerStartError", "broker_of"]
+__all__ = ["BrokerNode", "BrokerStartError"]
 
 log = logging.getLogger("warren.broker")
 
-RUNNING: dict[str, BrokerNode] = {}
 SUP = "warren_sup"
 NET = "warren_net"
 RA_SYSTEM = "default"
@@ -63,11 +63,6 @@ class BrokerStartError(RuntimeError):
     def __init__(self, node: str, reason: Any) -> None:
         super().__init__(f"node {node} failed to start: {reason!r}")
         self.reason = reason
-
-
-def broker_of(node_name: str | None = None) -> BrokerNode:
-    """The broker of the calling process's node (or of `node_name`)."""
-    return RUNNING[node_name or actors.node()]
 
 
 class _Flags:

@@ -43,7 +43,7 @@ def _commit_on_node(blob: bytes) -> Any:
     """Runs on the target node: no conversion there until it restarts, then the record."""
     import actors
     from broker import users
-    from broker.node import broker_of
+    from broker.running import broker_of
 
     users._under_way.add(actors.node())
     return broker_of().metadata.command(("add_user", pickle.loads(blob)))

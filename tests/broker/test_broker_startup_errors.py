@@ -216,7 +216,8 @@ def test_a_broker_whose_listener_cannot_bind_leaves_no_process_behind() -> None:
     reason, every process the start spawned has ended, and the caller lives on."""
     from actors import Node
     from broker.config import load
-    from broker.node import RUNNING, BrokerNode, BrokerStartError
+    from broker.node import BrokerNode, BrokerStartError
+    from broker.running import RUNNING
 
     node = Node(name()).start()
     try:
