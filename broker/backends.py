@@ -26,9 +26,11 @@ def memory(broker: BrokerNode) -> Any:
 
 
 def quorum(broker: BrokerNode) -> Any:
+    from channel.classic_dead_letter import ClassicDeadLetter
     from channel.classic_queue import ClassicBackend
     from channel.quorum_queue import QuorumBackend
 
     classic = ClassicBackend(broker.node, on_deleted=broker.topology.remove_queue)
+    classic.set_dead_letter(ClassicDeadLetter(broker.topology, classic, broker.registry))
     return QuorumBackend(broker.node, broker.registry, classic=classic,
                          net_ticktime=int(broker.config.net_ticktime))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import actors
@@ -45,6 +45,7 @@ from channel.consumer_args import check_consume_arguments, consumer_priority
 from channel.consumer_timeout import queue_timeout
 from channel.errors import AmqpError, rs
 from channel.limits import QueueLimits
+from channel.qq_message import QqMessage
 from channel.queue_args import Declared, check_equivalence
 from classic import commands as c
 from classic import effects as e
@@ -56,6 +57,12 @@ __all__ = ["ClassicBackend", "ClassicRecord", "ClassicSession", "server_name"]
 
 CALL_TIMEOUT = 30_000
 """How long a channel waits for a queue process to answer a call."""
+
+
+def _message(content: Any) -> Message:
+    """What a classic queue holds as a channel's message (a dead letter keeps its
+    history in a stored message until it is delivered)."""
+    return content.to_message() if isinstance(content, QqMessage) else content
 
 
 def server_name() -> str:
@@ -89,6 +96,10 @@ class ClassicBackend:
         self.env = QueueEnv(dead_letter=dead_letter, on_deleted=self._deleted)
         #: `BrokerContext.check_queue_limits`, asked before a queue is created
         self.queue_limits: QueueLimits | None = None
+
+    def set_dead_letter(self, hook: Callable[[e.DeadLetter], None] | None) -> None:
+        """Where queues started from now on send their dead letters."""
+        self.env = replace(self.env, dead_letter=hook)
 
     def queue_count(self, vhost: str | None = None) -> int:
         if vhost is None:
@@ -330,7 +341,7 @@ class ClassicSession:
         if isinstance(reply, e.GetEmpty):
             return None
         d = reply.delivery
-        return Got(Delivery((record.pid, d.msg_id), d.content, d.redelivered),
+        return Got(Delivery((record.pid, d.msg_id), _message(d.content), d.redelivered),
                    reply.message_count)
 
     # ----------------------------------------------------------------- events
@@ -350,7 +361,8 @@ class ClassicSession:
                 # the channel has handed them to its writer (upstream: notify_sent)
                 gen_server.cast(pid, c.NotifySent(self.channel, len(messages)))
                 return [Deliver(name, tag, ack_required,
-                                tuple(Delivery((pid, m.msg_id), m.content, m.redelivered)
+                                tuple(Delivery((pid, m.msg_id), _message(m.content),
+                                               m.redelivered)
                                       for m in messages))]
             case e.CancelConsumer(_, tag):
                 return [ConsumerCancelled(name, tag)]

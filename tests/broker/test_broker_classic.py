@@ -166,3 +166,26 @@ def test_a_classic_queue_redeclared_as_another_type_is_inequivalent(
         assert closed_by_broker(lambda c=fresh, a=arguments: c.queue_declare(
             "classic_retype", durable=True, arguments=a)) == inequivalent
     conn.channel().queue_delete("classic_retype")
+
+
+def test_a_classic_queue_dead_letters_into_a_quorum_queue(node: BrokerProc,
+                                                          conns: list[Any]) -> None:
+    ch = open_conn(node, conns).channel()
+    ch.confirm_delivery()
+    ch.queue_declare("classic_dlq", durable=True, arguments={"x-queue-type": "quorum"})
+    ch.queue_declare("classic_dl_src", arguments={"x-dead-letter-exchange": "",
+                                                  "x-dead-letter-routing-key": "classic_dlq"})
+    ch.basic_publish("", "classic_dl_src", b"bad")
+    method = ch.basic_get("classic_dl_src")[0]
+    ch.basic_nack(method.delivery_tag, requeue=False)
+    def dead_letter() -> Any:
+        method, props, body = ch.basic_get("classic_dlq", auto_ack=True)
+        return None if method is None else (props, body)
+    got = eventually(dead_letter)
+    assert got is not None, "no dead letter in the quorum queue"
+    props, body = got
+    assert body == b"bad"
+    assert [(d["queue"], d["reason"]) for d in props.headers["x-death"]] == [
+        ("classic_dl_src", "rejected")]
+    ch.queue_delete("classic_dl_src")
+    ch.queue_delete("classic_dlq")

@@ -9,6 +9,7 @@ sends for classic queues.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 import actors
 from actors import Node
+from channel.classic_dead_letter import ClassicDeadLetter
 from channel.classic_queue import ClassicBackend
 from channel.config import BrokerContext, Config
 from channel.listener import Listener
@@ -37,6 +39,7 @@ def broker(node: Node, config: Config) -> Iterator[Broker]:
     backend = ClassicBackend(node)
     ctx = BrokerContext(node, backend, config=config)  # type: ignore[arg-type]
     backend.on_deleted = ctx.topology.remove_queue
+    backend.set_dead_letter(ClassicDeadLetter(ctx.topology, backend))
     listener = Listener(ctx, "127.0.0.1", 0).start()
     yield Broker(node, ctx, listener, backend)  # type: ignore[arg-type]
     listener.stop()
@@ -285,3 +288,49 @@ def test_an_ack_for_a_deleted_queue_never_settles_a_message_of_its_successor(
         ch.basic_reject(new.delivery_tag, requeue=True)
         return other.queue_declare("re", passive=True).method.message_count
     assert client(work) == 1
+
+
+def test_a_rejected_message_is_dead_lettered_with_its_death_recorded(conn: Any) -> None:
+    def work() -> tuple[bytes, dict[str, Any], Any]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("dead")
+        ch.queue_declare("src", arguments={"x-dead-letter-exchange": "",
+                                           "x-dead-letter-routing-key": "dead"})
+        ch.basic_publish("", "src", b"bad", pika.BasicProperties(expiration="60000"))
+        method = ch.basic_get("src")[0]
+        ch.basic_reject(method.delivery_tag, requeue=False)
+        for _ in range(100):
+            got = ch.basic_get("dead", auto_ack=True)
+            if got[0] is not None:
+                return got[2], got[1].headers, got[1].expiration
+            time.sleep(0.02)
+        raise AssertionError("no dead letter")
+    body, headers, expiration = client(work)
+    (death,) = headers["x-death"]
+    assert (body, expiration) == (b"bad", None)
+    assert {k: death[k] for k in ("count", "reason", "queue", "exchange", "routing-keys",
+                                  "original-expiration")} == {
+        "count": 1, "reason": "rejected", "queue": "src", "exchange": "",
+        "routing-keys": ["src"], "original-expiration": "60000"}
+    assert (headers["x-first-death-reason"], headers["x-first-death-queue"]) == (
+        "rejected", "src")
+
+
+def test_an_expired_message_dead_letters_through_its_exchange(conn: Any) -> None:
+    def work() -> list[tuple[str, str, int]]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.exchange_declare("dlx", "fanout")
+        ch.queue_declare("parking")
+        ch.queue_bind("parking", "dlx")
+        ch.queue_declare("ttl", arguments={"x-message-ttl": 0, "x-dead-letter-exchange": "dlx"})
+        ch.basic_publish("", "ttl", b"late")
+        for _ in range(100):
+            method, props, _body = ch.basic_get("parking")
+            if method is not None:
+                break
+            time.sleep(0.02)
+        ch.basic_nack(method.delivery_tag, requeue=False)  # parking has no dead-letter exchange
+        return [(d["queue"], d["reason"], d["count"]) for d in props.headers["x-death"]]
+    assert client(work) == [("ttl", "expired", 1)]
