@@ -334,3 +334,28 @@ def test_an_expired_message_dead_letters_through_its_exchange(conn: Any) -> None
         ch.basic_nack(method.delivery_tag, requeue=False)  # parking has no dead-letter exchange
         return [(d["queue"], d["reason"], d["count"]) for d in props.headers["x-death"]]
     assert client(work) == [("ttl", "expired", 1)]
+
+
+def test_a_message_dying_again_in_the_same_queue_counts_up(conn: Any) -> None:
+    def get(ch: Any, queue: str) -> tuple[Any, Any]:
+        for _ in range(100):
+            method, props, _body = ch.basic_get(queue)
+            if method is not None:
+                return method, props
+            time.sleep(0.02)
+        raise AssertionError(f"nothing in {queue}")
+
+    def work() -> list[tuple[str, str, int]]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("ping", arguments={"x-dead-letter-exchange": "",
+                                            "x-dead-letter-routing-key": "pong"})
+        ch.queue_declare("pong", arguments={"x-dead-letter-exchange": "",
+                                            "x-dead-letter-routing-key": "ping"})
+        ch.basic_publish("", "ping", b"ball")
+        for queue in ("ping", "pong", "ping"):
+            method, _props = get(ch, queue)
+            ch.basic_reject(method.delivery_tag, requeue=False)
+        _method, props = get(ch, "pong")
+        return [(d["queue"], d["reason"], d["count"]) for d in props.headers["x-death"]]
+    assert client(work) == [("ping", "rejected", 2), ("pong", "rejected", 1)]
