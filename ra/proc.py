@@ -27,7 +27,7 @@ import actors
 from actors import gen
 from actors.pid import CallExit, Pid, ProcessExit, Ref
 from actors.process import Process
-from ra import deletion, local_queries, replication, server, timeouts
+from ra import deletion, event_formatter, local_queries, replication, server, timeouts
 from ra import machine as ra_machine
 from ra.directory import DirEntry, SystemHandle, lookup
 from ra.proc_effects import run_effects, send_applied_notifications
@@ -107,6 +107,8 @@ class RaServerProc:
         sys_cfg = system.config
         self.broadcast_time = int(config.get("broadcast_time", timeouts.BROADCAST_TIME))
         self.tick_timeout = int(config.get("tick_timeout", DEFAULT_TICK_TIMEOUT))
+        #: builds the messages clients get instead of ``("ra_event", from, evt)``
+        self.ra_event_formatter = event_formatter.resolve(config.get("ra_event_formatter"))
         self.install_snap_rpc_timeout = int(
             config.get("install_snap_rpc_timeout", DEFAULT_INSTALL_SNAP_RPC_TIMEOUT))
         self.receive_snapshot_timeout = int(

@@ -19,8 +19,8 @@ import gevent
 
 import actors
 from actors.pid import NoSuchName
+from ra import event_formatter, release_cursor, server, timeouts
 from ra import machine as ra_machine
-from ra import release_cursor, server, timeouts
 from ra.disk_log import run_bg_work
 from ra.effects import always_executes, executes
 from ra.proc_helpers import request_vote, send_snapshot
@@ -67,7 +67,8 @@ def send_applied_notifications(proc: RaServerProc, nots: dict[Any, Any]) -> None
         nots = merged
         pending.clear()
     for pid, replies in nots.items():
-        if not safe_send(pid, ("ra_event", proc.id, ("applied", list(replies)))):
+        evt = event_formatter.wrap(proc.ra_event_formatter, proc.id, "applied", list(replies))
+        if not safe_send(pid, evt):
             pending[pid] = list(replies)
     if nots:
         proc.notified = True  # the loop lets the woken clients run next
@@ -137,14 +138,14 @@ def _run_one(proc: RaServerProc, eff: Any, evtype: Any,
         case ("send_msg", to, msg, opts):
             opts = _opts(opts)
             if "ra_event" in opts:
-                msg = ("ra_event", s.leader_id, ("machine", msg))
+                msg = event_formatter.wrap(proc.ra_event_formatter, s.leader_id, "machine", msg)
             if "cast" in opts:
                 msg = ("$gen_cast", msg)
             safe_send(to, msg)
         case ("notify", nots):
             send_applied_notifications(proc, nots)
-        case ("send_ra_event", pid, evt):
-            safe_send(pid, ("ra_event", proc.id, evt))
+        case ("send_ra_event", pid, (etype, body)):
+            safe_send(pid, event_formatter.wrap(proc.ra_event_formatter, proc.id, etype, body))
         case "start_election_timeout":
             proc.maybe_set_election_timeout(timeouts.LONG)
         case ("record_leader_msg", _):
