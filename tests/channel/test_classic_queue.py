@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pika
+import pika.exceptions as pex
 import pytest
 
 import actors
@@ -359,3 +360,30 @@ def test_a_message_dying_again_in_the_same_queue_counts_up(conn: Any) -> None:
         _method, props = get(ch, "pong")
         return [(d["queue"], d["reason"], d["count"]) for d in props.headers["x-death"]]
     assert client(work) == [("ping", "rejected", 2), ("pong", "rejected", 1)]
+
+
+def test_a_priority_queue_delivers_higher_priorities_first(conn: Any) -> None:
+    def work() -> list[bytes]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("prio", arguments={"x-max-priority": 5})
+        for body, priority in ((b"low", 0), (b"high", 5), (b"mid", 3), (b"none", None)):
+            ch.basic_publish("", "prio", body, pika.BasicProperties(priority=priority))
+        return [ch.basic_get("prio", auto_ack=True)[2] for _ in range(4)]
+    assert client(work) == [b"high", b"mid", b"low", b"none"]
+
+
+def test_a_full_reject_publish_queue_nacks_the_publish(conn: Any) -> None:
+    def work() -> tuple[int, bool]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("full", arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+        ch.basic_publish("", "full", b"fits")
+        try:
+            ch.basic_publish("", "full", b"refused")
+        except pex.NackError:
+            nacked = True
+        else:
+            nacked = False
+        return ch.queue_declare("full", passive=True).method.message_count, nacked
+    assert client(work) == (1, True)
