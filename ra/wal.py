@@ -155,7 +155,7 @@ class WalServer(GenBatchServer):
 #: time spent runnable but descheduled: with three nodes on 2 cores it measured 0.8 to
 #: 1.2 ms around a bare fdatasync of 0.2 ms. At 1.0 about a fifth of the batches then
 #: went through the pool; at a limit twice that they stay inline, and window-1 AMQP
-#: confirms were 2-9% faster in three alternated pairs (bench/e2e.py's docstring).
+#: confirms were 2-9% faster in three alternated pairs (docs/performance.md).
 INLINE_SYNC_MAX_MS = 2.0
 #: how many recent batches that median is taken over
 SYNC_HISTORY = 31
