@@ -250,6 +250,10 @@ class ClassicSession:
                             f"Cannot declare a queue '{self._where(name)}' on node "
                             f"'{actors.node()}': {result!r}")
         record = ClassicRecord(self.vhost, name, result[1], durable, auto_delete, owner, args)
+        if not actors.is_process_alive(record.pid):
+            # its owner was gone already: the queue deleted itself at once, and the
+            # client still gets declare-ok, as from RabbitMQ
+            return record, True
         winner = self.b.queues.setdefault((self.vhost, name), record)
         if winner is not record:
             gen_server.cast(record.pid, c.Delete())

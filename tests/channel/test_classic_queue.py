@@ -387,3 +387,18 @@ def test_a_full_reject_publish_queue_nacks_the_publish(conn: Any) -> None:
             nacked = False
         return ch.queue_declare("full", passive=True).method.message_count, nacked
     assert client(work) == (1, True)
+
+
+def test_an_exclusive_queue_of_an_owner_already_gone_leaves_no_record(node: Node) -> None:
+    with node.attached():
+        actors.process_flag("trap_exit", True)
+        assert start_queue_sup()[0] == "ok"
+        backend = ClassicBackend(node)
+        owner = actors.spawn(lambda: None)
+        ref = actors.monitor(owner)
+        assert actors.receive(5000, match=lambda m: m[:2] == ("DOWN", ref)) is not actors.TIMEOUT
+        session = backend.session(actors.self(), "/", owner, "guest")
+        ok_ = session.declare("orphan", passive=False, durable=False, exclusive=True,
+                              auto_delete=False, arguments={})
+        assert (ok_.queue, ok_.message_count, ok_.consumer_count) == ("orphan", 0, 0)
+        assert not session.exists("orphan")
