@@ -49,6 +49,7 @@ from ra.state import (
     get_membership,
     hydrate,
     make_cluster,
+    membership_in,
     required_quorum,
 )
 from ra.types import (
@@ -75,6 +76,7 @@ from ra.types import (
     Entry,
     HeartbeatReply,
     HeartbeatRpc,
+    IdxTerm,
     InfoReply,
     InfoRpc,
     InstallSnapshotResult,
@@ -189,7 +191,7 @@ def recover(s: ServerState) -> bool:
     for idx, term, cmd in s.log.fold(s.last_applied + 1, last_idx):
         if isinstance(cmd, tuple) and cmd and cmd[0] == RA_CLUSTER_CHANGE:
             s.cluster = hydrate(cmd[2])
-            s.membership = get_membership(s.cluster, s.cfg.id, s.cfg.uid, s.membership)
+            s.membership = membership_in(s.cluster, s.cfg.id, s.cfg.uid, s.membership)
             s.cluster_change_permitted = True
             s.cluster_index_term = (idx, term)
     return False
@@ -849,28 +851,51 @@ def evaluate_commit_index_follower(s: ServerState, effects: Effects) -> Result:
 
 
 def pre_append_log_follower(entry: Entry, s: ServerState) -> None:
-    """Adopt cluster changes at append time; revert one that is overwritten."""
+    """Adopt cluster changes at append time; revert one that is overwritten.
+
+    On a revert the membership is worked out again from the config reverted
+    to, so a member that a now-discarded change had demoted is a voter again.
+    """
     idx, term, cmd = entry
     is_change = isinstance(cmd, tuple) and cmd and cmd[0] == RA_CLUSTER_CHANGE
     ci_idx, ci_term = s.cluster_index_term
     if idx == ci_idx and term != ci_term:
         if is_change:
-            s.cluster = hydrate(cmd[2])
-            s.membership = get_membership(s.cluster, s.id, s.cfg.uid, s.membership)
-            s.cluster_index_term = (idx, term)
+            _adopt_cluster(hydrate(cmd[2]), (idx, term), s)
             return
-        assert s.previous_cluster is not None, "overwritten config without a previous one"
-        p_idx, p_term, p_cluster = s.previous_cluster
-        s.cluster = p_cluster
-        s.membership = get_membership(p_cluster, s.id, s.cfg.uid, s.membership)
-        s.cluster_index_term = (p_idx, p_term)
+        p_idx, p_term, p_cluster = (s.previous_cluster if s.previous_cluster is not None
+                                    else previous_config(idx, s))
+        s.previous_cluster = None
+        _adopt_cluster(p_cluster, (p_idx, p_term), s)
         pre_append_log_follower(entry, s)
         return
     if is_change:
         s.previous_cluster = (ci_idx, ci_term, s.cluster)
-        s.cluster = hydrate(cmd[2])
-        s.membership = get_membership(s.cluster, s.id, s.cfg.uid, s.membership)
-        s.cluster_index_term = (idx, term)
+        _adopt_cluster(hydrate(cmd[2]), (idx, term), s)
+
+
+def _adopt_cluster(cluster: dict[ServerId, Peer], idx_term: IdxTerm, s: ServerState) -> None:
+    s.cluster = cluster
+    s.membership = membership_in(cluster, s.id, s.cfg.uid, s.membership)
+    s.cluster_index_term = idx_term
+
+
+def previous_config(idx: int, s: ServerState) -> tuple[int, int, dict[ServerId, Peer]]:
+    """The config in force before index `idx`, read from the log and snapshot.
+
+    Needed when a restarted member (which adopted its log's newest change
+    without knowing the one before) sees that change overwritten: the newest
+    cluster change below `idx`, else the snapshot's cluster, else the initial
+    members.
+    """
+    for e_idx, e_term, cmd in reversed(s.log.fold(1, idx - 1)):
+        if isinstance(cmd, tuple) and cmd and cmd[0] == RA_CLUSTER_CHANGE:
+            return e_idx, e_term, hydrate(cmd[2])
+    snap = s.log.current_snapshot()
+    if snap is not None:
+        meta = snap[0]
+        return int(meta["index"]), int(meta["term"]), make_cluster(s.id, meta["cluster"])
+    return 0, 0, make_cluster(s.id, s.cfg.initial_members)
 
 
 def _follower_catchup(original_reason: str) -> Any:

@@ -97,6 +97,20 @@ def get_membership(
     return default
 
 
+def membership_in(cluster: dict[ServerId, Peer], sid: ServerId, uid: str, current: str) -> str:
+    """This member's membership under a cluster config it adopts or reverts to.
+
+    A member the config lists without a voter status is a voter (the leader
+    only records a status for promotable and non-voting members); one listed
+    with the status of this incarnation's uid has that status; otherwise the
+    current membership stays.
+    """
+    peer = cluster.get(sid)
+    if peer is not None and peer.voter_status is None:
+        return VOTER
+    return get_membership(cluster, sid, uid, current)
+
+
 def voter_count(cluster: dict[ServerId, Peer]) -> int:
     return sum(1 for p in cluster.values() if p.is_voter())
 
@@ -134,6 +148,9 @@ class Cfg:
     max_append_entries_rpc_batch_size: int = DEFAULT_MAX_APPEND_ENTRIES_RPC_BATCH_SIZE
     await_condition_timeout: int = DEFAULT_AWAIT_CONDITION_TIMEOUT
     system_config: dict[str, Any] = field(default_factory=dict)
+    #: the members the server was started with: the config in force when
+    #: neither the log nor a snapshot holds one
+    initial_members: Any = ()
 
 
 @dataclass
@@ -231,6 +248,7 @@ def init(config: dict[str, Any]) -> ServerState:
             "await_condition_timeout", DEFAULT_AWAIT_CONDITION_TIMEOUT
         ),
         system_config=dict(config.get("system_config", {})),
+        initial_members=config["initial_members"],
     )
     state = ServerState(
         cfg=cfg,

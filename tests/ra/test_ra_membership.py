@@ -120,6 +120,47 @@ def test_follower_membership_follows_a_change_naming_its_uid() -> None:
     assert st.membership == "non_voter"
 
 
+def test_reverting_a_demotion_makes_the_member_a_voter_again() -> None:
+    # S2 started as a voter (the initial members carry no voter status); a change
+    # appended by the old leader demotes it, and a new leader overwrites that entry
+    st = server(S2, log=entries(1), term=1, uid="u2")
+    demote = (2, 1, ("$ra_cluster_change", {"ts": 0},
+                     {S1: {}, S2: {"voter_status": {"membership": "non_voter", "uid": "u2"}},
+                      S3: {}}, "noreply"))
+    core.handle("follower", AppendEntriesRpc(1, S1, 0, 1, 1, (demote,)), st)
+    assert st.membership == "non_voter" and st.cluster_index_term == (2, 1)
+    core.handle("follower", AppendEntriesRpc(2, S3, 0, 1, 1, (entry(2, 2),)), st)
+    assert st.membership == "voter"
+    assert set(st.cluster) == {S1, S2, S3} and st.cluster[S2].voter_status is None
+    assert st.cluster_index_term == (0, 0) and st.log.fetch_term(2) == 2
+
+
+def test_a_restarted_member_recomputes_the_config_it_reverts_to_from_its_log() -> None:
+    # after a restart the member knows its log's newest change (S4 joined at 3) but
+    # not the one before it, which is in its log at 2 (S2 promotable)
+    promotable = {"membership": "promotable", "uid": "u2", "target": 5}
+    earlier = (2, 1, ("$ra_cluster_change", {"ts": 0},
+                      {S1: {}, S2: {"voter_status": promotable}, S3: {}}, "noreply"))
+    joined = (3, 1, ("$ra_cluster_change", {"ts": 0},
+                     {S1: {}, S2: {}, S3: {}, S4: {}}, "noreply"))
+    st = server(S2, log=[entry(1, 1), earlier, joined], term=1, uid="u2")
+    core.recover(st)
+    assert set(st.cluster) == {S1, S2, S3, S4} and st.previous_cluster is None
+    assert st.cluster_index_term == (3, 1) and st.membership == "voter"
+    core.handle("follower", AppendEntriesRpc(2, S3, 0, 2, 1, (entry(3, 2),)), st)
+    assert set(st.cluster) == {S1, S2, S3} and st.cluster_index_term == (2, 1)
+    assert st.cluster[S2].voter_status == promotable and st.membership == "promotable"
+
+
+def test_a_restarted_member_with_no_earlier_change_reverts_to_its_initial_members() -> None:
+    joined = (2, 1, ("$ra_cluster_change", {"ts": 0},
+                     {S1: {}, S2: {}, S3: {}, S4: {}}, "noreply"))
+    st = server(S2, log=[entry(1, 1), joined], term=1)
+    core.recover(st)
+    core.handle("follower", AppendEntriesRpc(2, S3, 0, 1, 1, (entry(2, 2),)), st)
+    assert set(st.cluster) == {S1, S2, S3} and st.cluster_index_term == (0, 0)
+
+
 # --- leadership transfer -----------------------------------------------------
 
 
