@@ -8,7 +8,8 @@ in place of ``term_to_binary``:
 
 A write goes to a temporary directory that is renamed into place, so a crash
 leaves either the whole snapshot or a ``.tmp`` directory that the next
-recovery deletes. Snapshots are fsynced before the rename; checkpoints are
+recovery deletes; a write that fails (the process lives on) deletes its
+``.tmp`` directory at once. Snapshots are fsynced before the rename; checkpoints are
 not (Ra writes them without fsync and fsyncs only on promotion). Invalid
 snapshot directories are deleted at recovery and the next older one is used.
 """
@@ -84,7 +85,12 @@ def write(base: str, kind_dir: str, meta: dict[str, Any], state: Any, *, sync: b
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     make_dirs(tmp)
-    write_file(os.path.join(tmp, FILE), encode(meta, state), fsync if sync else None)
+    try:
+        write_file(os.path.join(tmp, FILE), encode(meta, state), fsync if sync else None)
+    except BaseException:
+        # as Ra deletes a pending snapshot's directory when its write fails
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     if sync:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
 
-from ra import release_cursor
+from ra import release_cursor, snapshot_store
 from ra import server as core
 from ra import snapshot as ra_snapshot
 from ra.log import CorruptLog, MemoryLog
@@ -369,6 +370,47 @@ def test_unexpected_init_restarts_the_receive() -> None:
     assert role == "receive_snapshot"
     # an init resets the log to last_applied: live entries will follow
     assert st.log.last_index_term() == (2, 1)
+
+
+def test_init_then_pre_phase_of_a_live_index_snapshot() -> None:
+    # a follower past an init chunk waits for the live entries; warren's machines keep
+    # no live indexes, so its senders never send a pre chunk and one cannot be taken
+    st = server(S3, log=entries(1, 1, 1), term=1)
+    core.handle("follower", AppendEntriesRpc(1, S1, 2, 3, 1, ()), st)
+    init_rpc = InstallSnapshotRpc(2, S1, meta(8, 1), (0, "init"), [])
+    role, st, effects = core.handle("follower", init_rpc, st)
+    assert (role, st.snapshot_phase) == ("receive_snapshot", "init")
+    assert effects == [("next_event", init_rpc), ("record_leader_msg", S1)]
+    assert st.log.last_index_term() == (2, 1)  # reset to last_applied
+    role, st, effects = core.handle(role, init_rpc, st)
+    assert (role, effects) == ("receive_snapshot", [("reply", InstallSnapshotResult(2, 8, 1))])
+    pre = InstallSnapshotRpc(2, S1, meta(8, 1), (0, "pre"), [(3, 1, ("usr", {}, 1, "noreply"))])
+    with pytest.raises(NotImplementedError):
+        core.handle(role, pre, st)
+
+
+def test_a_pre_chunk_does_not_start_an_install_on_a_follower() -> None:
+    # only init, or a first next/last chunk, starts one; otherwise the leader is
+    # told where the follower is (a failed append_entries_reply at last_applied)
+    st = server(S3, log=entries(1, 1, 1), term=1)
+    core.handle("follower", AppendEntriesRpc(1, S1, 2, 3, 1, ()), st)
+    pre = InstallSnapshotRpc(2, S1, meta(8, 1), (0, "pre"), [])
+    role, st, effects = core.handle("follower", pre, st)
+    assert (role, effects) == ("follower", [("reply", AppendEntriesReply(2, False, 3, 2, 1))])
+    assert st.accepting is None
+
+
+def test_a_failed_snapshot_write_leaves_no_directory_behind(tmp_path: object) -> None:
+    # as Ra deletes the pending snapshot's directory when its write fails
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    base = str(tmp_path)
+    with pytest.raises(OSError):
+        snapshot_store.write(base, snapshot_store.SNAPSHOTS, meta(8, 1), "state", sync=True,
+                             fsync=failing_fsync)
+    assert os.listdir(os.path.join(base, snapshot_store.SNAPSHOTS)) == []
+    assert snapshot_store.recover(base, snapshot_store.SNAPSHOTS) == []
 
 
 # --- recovery (§18) ---------------------------------------------------------
