@@ -260,7 +260,8 @@ class BrokerNode:
         from channel.qq_dlx_router import router_factory
         from fifo.dlx_worker import DlxWorkerEnv
 
-        self.dead_letter_publisher = DeadLetterPublisher(self.topology, self.registry)
+        self.dead_letter_publisher = DeadLetterPublisher(self.topology, self.registry,
+                                                         self.backend.classic)
         self.dlx_env = DlxWorkerEnv(
             router_factory(self.backend, self.topology),
             prefetch=self.config.dead_letter_worker_consumer_prefetch,

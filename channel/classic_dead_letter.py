@@ -33,7 +33,7 @@ from ra import api
 if TYPE_CHECKING:
     from channel.classic_queue import ClassicBackend
 
-__all__ = ["ClassicDeadLetter", "stored"]
+__all__ = ["ClassicDeadLetter", "enqueue", "stored"]
 
 log = logging.getLogger("warren.channel.dlx")
 
@@ -41,6 +41,14 @@ log = logging.getLogger("warren.channel.dlx")
 def stored(content: Any) -> QqMessage:
     """The message as a container that keeps its death history across queues."""
     return content if isinstance(content, QqMessage) else QqMessage.from_message(content)
+
+
+def enqueue(pid: Any, dead: QqMessage, persistent: bool) -> None:
+    """Enqueue a dead letter in a classic queue process, without a confirm."""
+    keys = tuple(dead.routing_keys or (dead.routing_key,))
+    gen_server.cast(pid, c.Deliver(None, None, dead.exchange, keys, len(dead.body),
+                                   persistent=persistent, priority=dead.priority,
+                                   content=dead))
 
 
 class ClassicDeadLetter:
@@ -74,13 +82,10 @@ class ClassicDeadLetter:
         if cyclic:
             log.warning("message dead-lettered in a cycle from %r to %r; dropping those "
                         "copies", dl.queue, cyclic)
-        size = len(dead.body)
         for name in targets:
             record = self.classic.lookup(dl.vhost, name)
             if record is not None:
-                gen_server.cast(record.pid, c.Deliver(
-                    None, None, dl.exchange, tuple(keys), size, persistent=delivery.persistent,
-                    priority=dead.priority, content=dead))
+                enqueue(record.pid, dead, delivery.persistent)
                 continue
             quorum = None if self.registry is None else self.registry.lookup(dl.vhost, name)
             if quorum is not None:

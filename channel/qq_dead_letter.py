@@ -4,10 +4,11 @@ The queue machine decides *that* messages are dead-lettered; this module does
 the rest, the way RabbitMQ's `rabbit_dead_letter` does: record the death on
 each message, give it the dead-letter routing key (or keep its own keys) and
 exchange, route it through the node's exchanges, drop targets that would
-close a dead-letter cycle and enqueue it in every remaining quorum queue
-without confirms. It runs inside the source queue's leader (the machine's
-``mod_call``), so it must not block: routing reads the node's copy of the
-topology and the enqueues are Ra casts.
+close a dead-letter cycle and enqueue it in every remaining queue without
+confirms: quorum queues, and the classic queues of this node. It runs inside
+the source queue's leader (the machine's ``mod_call``), so it must not block:
+routing reads the node's copy of the topology, and the enqueues are Ra casts
+and casts to classic queue processes.
 
 It also builds the machine's ``dead_letter_handler`` from the effective
 dead-letter settings, so the registries that start queues and the policy
@@ -21,7 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import actors
+from channel.classic_dead_letter import enqueue
 from channel.exchange import Topology
+from channel.framing import Content
 from channel.qq_message import QqMessage
 from channel.queue_registry import QueueRegistry
 from fifo import ra_hooks
@@ -58,9 +61,12 @@ def handler(exchange: str | None, routing_key: str | None, strategy: str | None,
 class DeadLetterPublisher:
     """One node's at-most-once dead-letter publishing, over its topology and queues."""
 
-    def __init__(self, topology: Topology, registry: QueueRegistry) -> None:
+    def __init__(self, topology: Topology, registry: QueueRegistry,
+                 classic: Any = None) -> None:
         self.topology = topology
         self.registry = registry
+        #: the node's `ClassicBackend`, whose queues take dead letters too
+        self.classic = classic
 
     def __call__(self, exchange: str, routing_key: str | None, queue_resource: Any,
                  reason: str, msgs: Sequence[Any]) -> None:
@@ -88,15 +94,25 @@ class DeadLetterPublisher:
             "exchange", exchange)
         routed = self.topology.route(vhost, exchange, list(keys), dead.headers())
         records = {q: self.registry.lookup(vhost, q) for q in routed}
-        cyclic, targets = detect_cycles(reason, dead, [q for q, r in records.items() if r])
+        classic = {q: self.classic.lookup(vhost, q) for q, r in records.items()
+                   if r is None and self.classic is not None}
+        cyclic, targets = detect_cycles(reason, dead, [q for q in routed
+                                                       if records[q] or classic.get(q)])
         if cyclic:
             log.warning("message dead-lettered in a cycle from %r to %r; dropping those "
                         "copies", source, cyclic)
         for q in targets:
             record = records[q]
-            assert record is not None
+            if record is None:
+                enqueue(classic[q].pid, dead, persistent=_persistent(dead))
+                continue
             server = record.leader or record.servers[0]
             api.pipeline_command(server, make_enqueue(None, None, dead))
+
+
+def _persistent(msg: QqMessage) -> bool:
+    props = Content(msg.properties_bin, msg.body, msg.class_id).properties()
+    return props.delivery_mode == 2
 
 
 def install(node_name: str, publisher: DeadLetterPublisher) -> None:

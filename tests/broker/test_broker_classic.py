@@ -189,3 +189,29 @@ def test_a_classic_queue_dead_letters_into_a_quorum_queue(node: BrokerProc,
         ("classic_dl_src", "rejected")]
     ch.queue_delete("classic_dl_src")
     ch.queue_delete("classic_dlq")
+
+
+def test_a_quorum_queue_dead_letters_into_a_classic_queue(node: BrokerProc,
+                                                          conns: list[Any]) -> None:
+    ch = open_conn(node, conns).channel()
+    ch.confirm_delivery()
+    ch.queue_declare("classic_qq_dlq", arguments={"x-queue-type": "classic"})
+    ch.queue_declare("classic_qq_src", durable=True, arguments={
+        "x-queue-type": "quorum", "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": "classic_qq_dlq"})
+    ch.basic_publish("", "classic_qq_src", b"bad")
+    method = eventually(lambda: ch.basic_get("classic_qq_src")[0])
+    assert method is not None
+    ch.basic_nack(method.delivery_tag, requeue=False)
+
+    def dead_letter() -> Any:
+        got, props, body = ch.basic_get("classic_qq_dlq", auto_ack=True)
+        return None if got is None else (props, body)
+    got = eventually(dead_letter)
+    assert got is not None, "no dead letter in the classic queue"
+    props, body = got
+    assert body == b"bad"
+    assert [(d["queue"], d["reason"]) for d in props.headers["x-death"]] == [
+        ("classic_qq_src", "rejected")]
+    ch.queue_delete("classic_qq_src")
+    ch.queue_delete("classic_qq_dlq")
