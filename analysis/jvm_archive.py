@@ -35,7 +35,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,7 +134,7 @@ def build(messages: int = BUILD_MESSAGES, checks: tuple[str, ...] = (),
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")
     started = time.perf_counter()
     env = {**os.environ, ENV_USE: "0"}  # a dynamic archive needs the JDK's own as base
-    cmd = [sys.executable, "-m", "analysis.jvm_archive", "--dump-to", str(tmp),
+    cmd = [sys.executable, "-m", "analysis.jvm_archive_dump", "--dump-to", str(tmp),
            "--messages", str(messages), "--checks", ",".join(checks)]
     try:
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s,
@@ -149,27 +148,6 @@ def build(messages: int = BUILD_MESSAGES, checks: tuple[str, ...] = (),
     finally:
         tmp.unlink(missing_ok=True)
     return Built(path, path.stat().st_size, round(time.perf_counter() - started, 1))
-
-
-def _dump(target: Path, messages: int, checks: list[str]) -> None:
-    """In the child: analyse a synthetic history, then let the JVM exit and write `target`."""
-    from analysis import load, model, runner, synthetic
-    from analysis.spark import QUICK_JIT_OPTIONS, get_session
-
-    unknown = sorted(set(checks) - set(runner.ALL))
-    if unknown:
-        raise SystemExit(f"unknown checks: {unknown}")
-    with tempfile.TemporaryDirectory(prefix="warren-cds-") as tmp:
-        run = synthetic.write_run(Path(tmp) / "run", synthetic.generate(0, messages))
-        opts = f"{QUICK_JIT_OPTIONS} -XX:ArchiveClassesAtExit={target} {QUIET}"
-        session = get_session("local[2]", local_dir=str(Path(tmp) / "spark"), log_level="ERROR",
-                              conf={"spark.driver.extraJavaOptions": opts})
-        jvm = session.sparkContext._gateway.proc
-        runner.run_checks(load.load(session, run), model.Params(), only=checks or None)
-        session.stop()
-        # the JVM ends when its stdin closes; the archive is written on the way out
-        jvm.stdin.close()
-        jvm.wait()
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -210,17 +188,3 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"archive: {result.path} ({result.bytes >> 20} MiB, {result.seconds} s)")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.jvm_archive")
-    parser.add_argument("--dump-to", required=True, type=Path)
-    parser.add_argument("--messages", type=int, default=BUILD_MESSAGES)
-    parser.add_argument("--checks", default="")
-    args = parser.parse_args(argv)
-    _dump(args.dump_to, args.messages, [c for c in args.checks.split(",") if c])
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
