@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from analysis import cli, final_state, load, model, reference, synthetic
+from analysis import cli, load, model, reference, synthetic
 from analysis.checks import dlx_liveness, down_latency, emptiness, where
 from analysis.model import Params
 from tests.analysis.cases import MS, Builder
@@ -100,8 +100,8 @@ def test_down_latency_pairs_sent_and_received_by_ref(spark: SparkSession) -> Non
     h = load.from_arrow(spark, arrow_tables(b.tables()))
     hist, counts = down_latency.histograms(h)
     ref_h = reference.RefHistory.from_rows(b.tables())
-    assert hist == final_state.down_latency_hist(ref_h)
-    assert counts == final_state.down_counts(ref_h) == {"down_sent": 2, "down_received": 3,
+    assert hist == reference.down_latency_hist(ref_h)
+    assert counts == reference.down_counts(ref_h) == {"down_sent": 2, "down_received": 3,
                                                         "unpaired": 1}
     got = down_latency.summary(h)
     assert got["local"]["p50"] == round(model.bucket_value_ms(model.log_bucket(2 * MS)), 6)
@@ -130,7 +130,7 @@ def test_lost_messages_say_where_they_were_last_seen(spark: SparkSession) -> Non
 
     annotated = where.annotate(h, "total_queue", total_queue.run(h, Params()).violations)
     got = {r["msg_id"]: r["last_seen"] for r in annotated.collect()}
-    ref = final_state.last_seen(reference.RefHistory.from_rows(tables), set(got))
+    ref = reference.last_seen(reference.RefHistory.from_rows(tables), set(got))
     assert got == ref == {b.m(1): "client_publish", b.m(2): "channel_publish_in",
                           b.m(3): "ra_enqueued", b.m(4): "client_deliver"}
     h.unpersist()
