@@ -5,24 +5,33 @@ node was starved or swelling, need the process's own view every second: CPU seco
 used (user and system, cumulative), resident memory, the longest mailbox and the open
 channels. A native thread takes the samples, so they keep coming while the node's
 hub is busy (a hub that stops answering is when they matter most); the thread only
-reads counters and emits through `actors.trace`, whose sink (the recorder) takes calls
-from any thread.
+reads counters and emits through the `emit` it is given: a node passes
+`actors.trace.emit`, whose sink (the recorder) takes calls from any thread, a client
+its recorder's `record`. Like the rest of the history side, the sampler imports
+nothing of the runtime: what it reads of a node comes in as arguments.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from actors import trace
-from channel.memory_monitor import process_rss
-
-__all__ = ["SAMPLE_INTERVAL_S", "Sampler", "read_sample"]
+__all__ = ["SAMPLE_INTERVAL_S", "Sampler", "read_sample", "resident_bytes"]
 
 #: seconds between two samples (spec: every 1 s)
 SAMPLE_INTERVAL_S = 1.0
+
+def resident_bytes() -> int:
+    """The OS process's resident set size, as the memory alarm's ``rss`` strategy reads it."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
 
 def read_sample(node: Any = None, open_channels: Callable[[], int] | None = None,
                 ) -> dict[str, Any]:
@@ -34,21 +43,21 @@ def read_sample(node: Any = None, open_channels: Callable[[], int] | None = None
         # a C-level copy of the process table: consistent while the hub changes it
         procs = list(node.procs.values())
         mailbox_max = max((len(p.actor_inbox) for p in procs), default=0)
-    return {"cpu_user_s": times.user, "cpu_sys_s": times.system, "rss_bytes": process_rss(),
+    return {"cpu_user_s": times.user, "cpu_sys_s": times.system, "rss_bytes": resident_bytes(),
             "mailbox_max": mailbox_max,
             "open_channels": None if open_channels is None else open_channels()}
 
 
 class Sampler:
-    """Emits a `sample` every `interval_s` from a daemon thread until `stop`: through
-    `actors.trace` (a node's recorder is its sink), or `emit` (``emit(kind, **fields)``,
-    such as `Recorder.record` in a client that holds its recorder)."""
+    """Emits a `sample` every `interval_s` from a daemon thread until `stop`, through
+    `emit` (``emit(kind, **fields)``: `actors.trace.emit` in a node, whose recorder is
+    the sink, or `Recorder.record` in a client that holds its recorder)."""
 
     def __init__(self, node: Any = None, open_channels: Callable[[], int] | None = None,
-                 interval_s: float = SAMPLE_INTERVAL_S,
-                 emit: Callable[..., None] | None = None) -> None:
+                 interval_s: float = SAMPLE_INTERVAL_S, *,
+                 emit: Callable[..., None]) -> None:
         self.node = node
-        self.emit = emit or trace.emit
+        self.emit = emit
         #: one emitter per OS process: a restarted node (same name, counters from zero)
         #: starts a series of its own, so no CPU delta spans the restart
         self.emitter = f"sampler/{os.getpid()}"

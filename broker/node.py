@@ -181,7 +181,7 @@ class RecorderServer(GenServer):
             replica_trace.set_digest_every(cfg.state_digest_every)
         recorder = Recorder(cfg.history_dir, cfg.run_id, broker.node.name)
         trace.set_sink(recorder.sink)
-        sampler = Sampler(broker.node, broker.open_channels).start()
+        sampler = Sampler(broker.node, broker.open_channels, emit=trace.emit).start()
         return ("ok", (recorder, sampler))
 
     def terminate(self, _reason: Any, state: Any) -> None:
