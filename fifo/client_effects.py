@@ -18,6 +18,8 @@ __all__ = [
     "AuxCommand",
     "CancelTimer",
     "CastAuxCommand",
+    "ClientCall",
+    "ClientEffect",
     "ClientExit",
     "ExecRead",
     "FindLeader",
@@ -115,6 +117,13 @@ class ExecRead(NamedTuple):
     read_plan: Any
 
 
+ClientEffect = PipelineCommand | CastAuxCommand | SendAfter | CancelTimer
+"""An asynchronous effect of a client operation."""
+
+ClientCall = ProcessCommand | Members | FindLeader | AuxCommand | ExecRead
+"""A synchronous call that ends a client operation with tag ``"call"``."""
+
+
 class Out(NamedTuple):
     """The result of every client operation.
 
@@ -129,7 +138,7 @@ class Out(NamedTuple):
     tag: str
     state: Any
     actions: list[Any]
-    effects: list[Any]
+    effects: list[ClientEffect | ClientCall]
     result: Any = None
 
 

@@ -20,6 +20,8 @@ from fifo.client_effects import (
     AuxCommand,
     CancelTimer,
     CastAuxCommand,
+    ClientCall,
+    ClientEffect,
     ExecRead,
     FindLeader,
     Members,
@@ -50,7 +52,7 @@ def drive(op: Callable[[Sequence[Any]], Out], timers: Timers) -> Out:
         replies = [*replies, call(request)]
 
 
-def perform(eff: Any, timers: Timers) -> None:
+def perform(eff: ClientEffect | ClientCall, timers: Timers) -> None:
     """An asynchronous effect: a pipelined command, an aux cast or a timer."""
     match eff:
         case PipelineCommand(server=server, command=cmd, correlation=corr, priority=prio):
@@ -72,7 +74,7 @@ def cancel(timers: Timers, ref: str) -> None:
         actors.cancel_timer(tref)
 
 
-def call(request: Any) -> Any:
+def call(request: ClientEffect | ClientCall) -> Any:
     """A synchronous effect, answered in the shape the client expects."""
     match request:
         case ProcessCommand(servers=servers, command=cmd, timeout=timeout):

@@ -1,12 +1,14 @@
-"""Constructors for the Erlang-shaped effects the machine returns (ra.md §10).
+"""Constructors for the effects the machine returns, as `ra.effect_types` records.
 
-Effects are plain tuples so that a trace of them reads like RabbitMQ's; atoms
-are strings, ``undefined`` is ``None``.
+Each record equals the Erlang-shaped tuple, so a trace of them reads like
+RabbitMQ's; atoms are strings, ``undefined`` is ``None``.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ra.effect_types import ModCall, Monitor, SendMsg, SendMsgOpts
 
 __all__ = [
     "DELIVERY_SEND_MSG_OPTS",
@@ -27,36 +29,36 @@ SELF = "$ra_server_self"
 the pure machine cannot resolve; callbacks accept ``self_pid`` to replace it."""
 
 
-def send_msg(pid: Any, msg: Any, opts: Any = None) -> tuple[Any, ...]:
+def send_msg(pid: Any, msg: Any, opts: Any = None) -> SendMsg | SendMsgOpts:
     if opts is None:
-        return ("send_msg", pid, msg)
-    return ("send_msg", pid, msg, opts)
+        return SendMsg("send_msg", pid, msg)
+    return SendMsgOpts("send_msg", pid, msg, opts)
 
 
-def monitor_process(pid: Any) -> tuple[str, str, Any]:
-    return ("monitor", "process", pid)
+def monitor_process(pid: Any) -> Monitor:
+    return Monitor("monitor", "process", pid)
 
 
-def monitor_node(node: Any) -> tuple[str, str, Any]:
-    return ("monitor", "node", node)
+def monitor_node(node: Any) -> Monitor:
+    return Monitor("monitor", "node", node)
 
 
-def mod_call(mod: str, fun: str, args: list[Any]) -> tuple[str, str, str, list[Any]]:
-    return ("mod_call", mod, fun, args)
+def mod_call(mod: str, fun: str, args: list[Any]) -> ModCall:
+    return ModCall("mod_call", mod, fun, args)
 
 
-def dead_lettered(reason: str, kind: str, n: int) -> tuple[str, str, str, list[Any]]:
+def dead_lettered(reason: str, kind: str, n: int) -> ModCall:
     return mod_call("rabbit_global_counters", "messages_dead_lettered",
                     [reason, "rabbit_quorum_queue", kind, n])
 
 
-def cancel_consumer_handler(qname: Any, consumer_id: tuple[Any, Any]) -> tuple[Any, ...]:
+def cancel_consumer_handler(qname: Any, consumer_id: tuple[Any, Any]) -> ModCall:
     return mod_call("rabbit_quorum_queue", "cancel_consumer_handler", [qname, consumer_id])
 
 
 def update_consumer_handler(
     qname: Any, tag: Any, pid: Any, meta: Any, active: bool, activity_status: str
-) -> tuple[Any, ...]:
+) -> ModCall:
     return mod_call(
         "rabbit_quorum_queue",
         "update_consumer_handler",

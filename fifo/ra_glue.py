@@ -40,6 +40,7 @@ from fifo.records import RabbitFifoState
 from fifo.replica_trace import replica_view
 from ra import api
 from ra import machine as ra_machine
+from ra.effect_types import Effect
 from ra.effects import default_node_of
 from ra.trace_context import TraceContext
 from ra.types import USR
@@ -92,7 +93,7 @@ class RaAux:
         self._s = server_state
 
     def machine_state(self) -> RabbitFifoState:
-        return self._s.machine_state  # type: ignore[no-any-return]
+        return self._s.machine_state
 
     def last_applied(self) -> int:
         return int(self._s.last_applied)
@@ -187,12 +188,13 @@ class QueueMachine:
         s: RabbitFifoState = int_state.machine_state
         if trace.enabled() and cmd == "tick":
             replica_trace.ticked(s, int_state)
-        effects = []
+        effects: list[Effect] = []
         for eff in ra_machine.flatten(res[-1]):
-            if isinstance(eff, tuple) and eff[:2] == ("mod_call", "rabbit_fifo_dlx"):
-                _dlx_lifecycle(eff[2], eff[3], int_state.cfg.id)
-            else:
-                effects.append(eff)
+            match eff:
+                case ("mod_call", "rabbit_fifo_dlx", fun, args):
+                    _dlx_lifecycle(fun, args, int_state.cfg.id)
+                case _:
+                    effects.append(eff)
         return (*res[:-2], int_state, self._adapt(s.cfg.name, effects))
 
     # --- effect adaptation -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
+from ra.effect_types import Effect, UnknownEffect
 from ra.types import LEADER, VOTER
 
 #: Effects that every member executes in every state.
@@ -30,7 +31,6 @@ _EVERY_MEMBER = frozenset(
         "start_snapshot_retry_timer",
         "cancel_snapshot_retry_timer",
         "bg_work",
-        "delete_snapshot",
         "send_ra_event",
     }
 )
@@ -39,7 +39,7 @@ _LEADER_ONLY = frozenset({"mod_call", "append", "timer", "send_snapshot", "notif
 _EVERY_MEMBER_ATOMS = frozenset({"garbage_collection", "start_election_timeout"})
 
 
-def always_executes(effect: Any) -> bool:
+def always_executes(effect: Effect) -> bool:
     """True for an effect every member runs whatever its state, node and membership.
 
     The shell asks this first and skips gathering `executes`' arguments (the
@@ -47,7 +47,7 @@ def always_executes(effect: Any) -> bool:
     its AppendEntries and replies are ``send_rpc`` and ``cast``. None of these
     tags has a case of its own in `executes`, so both always agree.
     """
-    return type(effect) is tuple and bool(effect) and effect[0] in _EVERY_MEMBER
+    return isinstance(effect, tuple) and bool(effect) and effect[0] in _EVERY_MEMBER
 
 
 def default_node_of(target: Any, own_node: str) -> str:
@@ -92,7 +92,7 @@ def _has_local(opts: Any) -> bool:
 
 
 def executes(
-    effect: Any,
+    effect: Effect,
     raft_state: str,
     own_node: str,
     membership: str,
@@ -106,12 +106,16 @@ def executes(
 
     `voter_nodes` are the nodes hosting voters of the cluster (the leader's
     view); `member_ids` are all member ids, needed for ``reply_from =>
-    {member, Id}``. Unknown effects are ignored, as Ra does.
+    {member, Id}``. An effect that is not one of `Effect` raises `UnknownEffect`
+    (Ra's shell ignores it; warren's effects are a closed set, so an unknown
+    one is a bug in whoever emitted it).
     """
     if isinstance(effect, str):
-        return effect in _EVERY_MEMBER_ATOMS
+        if effect in _EVERY_MEMBER_ATOMS:
+            return True
+        raise UnknownEffect(effect, "ra.effects.executes")
     if not isinstance(effect, tuple) or not effect:
-        return False
+        raise UnknownEffect(effect, "ra.effects.executes")
     tag = effect[0]
     is_leader = raft_state == LEADER
     match effect:
@@ -142,7 +146,9 @@ def executes(
             )
     if tag in _LEADER_ONLY:
         return is_leader
-    return tag in _EVERY_MEMBER
+    if tag in _EVERY_MEMBER:
+        return True
+    raise UnknownEffect(effect, "ra.effects.executes")
 
 
 def _reply_from_executes(

@@ -2,9 +2,10 @@
 
 A machine is deterministic: `apply` must give the same state, reply and
 effects on every member, because every member applies every committed entry.
-Effects are Erlang-shaped tuples (``("send_msg", to, msg)``,
-``("release_cursor", idx, state)``, ``"garbage_collection"`` ...) so a trace
-reads like Ra's; `ra.effects` decides which member executes each one.
+Effects are the records of `ra.effect_types` (``SendMsg("send_msg", to,
+msg)``, ``ReleaseCursor("release_cursor", idx, state)``, ``"garbage_collection"``
+...), each equal to the Erlang-shaped tuple, so a trace reads like Ra's;
+`ra.effects` decides which member executes each one.
 
 Machines may subclass `Machine` or just provide the same method names
 (duck typing); the server core calls the module-level helpers below, which
@@ -18,9 +19,9 @@ import inspect
 from collections.abc import Iterable
 from typing import Any
 
+from ra.effect_types import Effect
 from ra.trace_context import TraceContext
 
-Effect = Any
 Effects = list[Effect]
 
 

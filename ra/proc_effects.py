@@ -22,6 +22,7 @@ from actors.pid import NoSuchName
 from ra import event_formatter, release_cursor, server, timeouts
 from ra import machine as ra_machine
 from ra.disk_log import run_bg_work
+from ra.effect_types import Effect, UnknownEffect
 from ra.effects import always_executes, executes
 from ra.proc_helpers import request_vote, send_snapshot
 from ra.statem import CAST, INFO
@@ -90,7 +91,9 @@ def _event_type(etype: Any) -> Any:
     return {"cast": CAST, "info": INFO}.get(etype, etype)
 
 
-def run_effects(proc: RaServerProc, effects: list[Any], evtype: Any) -> list[tuple[Any, Any]]:
+def run_effects(
+    proc: RaServerProc, effects: list[Effect], evtype: Any
+) -> list[tuple[Any, Any]]:
     """Execute what this member executes; return the next events in order."""
     s = proc.s
     nexts: list[tuple[Any, Any]] = []
@@ -112,8 +115,8 @@ def run_effects(proc: RaServerProc, effects: list[Any], evtype: Any) -> list[tup
     return nexts
 
 
-def _run_one(proc: RaServerProc, eff: Any, evtype: Any,
-             nexts: list[tuple[Any, Any]]) -> list[Any]:
+def _run_one(proc: RaServerProc, eff: Effect, evtype: Any,
+             nexts: list[tuple[Any, Any]]) -> list[Effect]:
     s = proc.s
     match eff:
         case ("next_event", evt):
@@ -189,6 +192,10 @@ def _run_one(proc: RaServerProc, eff: Any, evtype: Any,
         case ("aux", cmd):
             _, effects = proc.aux("cast", cmd)
             return effects
+        case "garbage_collection":
+            pass  # reference counting already frees what the machine let go of
+        case _:
+            raise UnknownEffect(eff, "ra_server_proc")
     return []
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from ra import release_cursor, server, timeouts
 from ra import seq as ra_seq
 from ra import snapshot as ra_snapshot
+from ra.effect_types import Effect, UnknownEffect
 from ra.effects import executes
 from ra.log import DEFAULT_MIN_SNAPSHOT_INTERVAL, MemoryLog
 from ra.machine import Machine
@@ -105,6 +106,8 @@ class SimServer:
     stopped: bool = False
     wal_ready_at: int = 0
     tick_gen: int = 0
+    #: peer -> token of its armed snapshot retry timer (a cancelled timer fires into nothing)
+    snapshot_retry: dict[ServerId, int] = field(default_factory=dict)
 
 
 @dataclass(order=True)
@@ -273,6 +276,12 @@ class Sim:
             else:
                 msg = "election_timeout"
             self._deliver(srv, msg, "cast")
+        elif ev.kind == "snapshot_retry":
+            srv = self.servers[ev.target]
+            peer, token = ev.payload
+            if not srv.stopped and srv.snapshot_retry.get(peer) == token:
+                del srv.snapshot_retry[peer]
+                self._deliver(srv, ("snapshot_retry_timeout", peer), "cast")
         elif ev.kind == "sender_timeout":
             sender = self.senders.get(ev.target)
             if sender is not None and not sender.done and sender.pos == ev.payload:
@@ -389,8 +398,13 @@ class Sim:
         if srv.timer_at is None:
             self._set_timer(srv, timeouts.election_timeout_ms(length, self.rng), length)
 
-    def _run_effects(self, srv: SimServer, effects: list[Any], evtype: Any) -> list[Any]:
-        """Execute what this member executes; return next events in order."""
+    def _run_effects(self, srv: SimServer, effects: list[Effect], evtype: Any) -> list[Any]:
+        """Execute what this member executes; return next events in order.
+
+        Every effect the core emits has a case; machine effects the simulated
+        machines never emit, and any unknown effect, raise rather than vanish,
+        so a run never passes by leaving out something a real server would do.
+        """
         nexts: list[Any] = []
         st = srv.state
         voter_nodes = {sid[1] for sid in st.voter_ids()}
@@ -434,10 +448,28 @@ class Sim:
                 case ("send_snapshot", to, (_snap, _lead, term)):
                     self._start_sender(srv, to, term)
                 case ("start_snapshot_retry_timer", peer, ms):
-                    self._schedule(ms, "msg", srv.sid, (("snapshot_retry_timeout", peer), "cast"))
+                    self._seq += 1
+                    srv.snapshot_retry[peer] = self._seq
+                    self._schedule(ms, "snapshot_retry", srv.sid, (peer, self._seq))
+                case ("cancel_snapshot_retry_timer", peer):
+                    srv.snapshot_retry.pop(peer, None)
                 case ("demonitor", "process", _pid):
                     pass
+                case ("aux", _cmd):
+                    self._aux(st)
+                case _:
+                    raise UnknownEffect(eff, "ra.sim")
         return nexts
+
+    def _aux(self, st: ServerState) -> None:
+        """``aux`` effects (the core's ``tick`` and ``eval``) go to the machine's aux handler.
+
+        The simulated machines have none, and a server whose machine has none
+        does nothing with an aux cast; a machine with one needs a shell that
+        runs it, which the simulator is not.
+        """
+        if getattr(st.cfg.effective_machine_module, "handle_aux", None) is not None:
+            raise NotImplementedError("ra.sim does not run machine aux handlers")
 
     # ---- snapshots ---------------------------------------------------------
 
@@ -448,7 +480,7 @@ class Sim:
                 idxterm = (meta["index"], meta["term"])
             case ("promote_checkpoint", idxterm):
                 kind = "snapshot"
-        evt = ("snapshot_written", idxterm, [], kind)
+        evt: tuple[Any, ...] = ("snapshot_written", idxterm, [], kind)
         delay = self.rng.randint(*self.wal_delay)
         self._schedule(delay, "msg", srv.sid, (("ra_log_event", evt), "cast"))
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from ra.effect_types import UnknownEffect
 from ra.effects import always_executes, can_execute_locally, executes
 
 VOTER_NODES = {"n1", "n2", "n3"}
@@ -119,9 +120,11 @@ def test_reply_from(replier: Any, raft_state: str, own: str, own_id: Any, expect
     assert run(eff, raft_state, own=own, own_id=own_id, member_ids=members) is expected
 
 
-def test_unknown_effects_are_ignored() -> None:
-    assert not run(("no_such_effect", 1), "leader", own="n1")
-    assert not run("no_such_atom", "leader", own="n1")
+def test_unknown_effects_raise() -> None:
+    with pytest.raises(UnknownEffect):
+        run(("no_such_effect", 1), "leader", own="n1")
+    with pytest.raises(UnknownEffect):
+        run("no_such_atom", "leader", own="n1")
 
 
 EVERY_MEMBER_SAMPLES = [
