@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from analysis import checks, final_state, reference
 
-#: the checks whose plain-Python rules live with the final-state helpers
+#: the final-state checks, which share one reference module where Spark has one each
 FINAL_STATE = {final_state.EMPTINESS, final_state.DLX_LIVENESS}
 
 
