@@ -165,6 +165,7 @@ def disk_wal_start(handle: Any) -> Any:
         log_ets=store.log_ets,
         wal_max_size_bytes=int(cfg.get("wal_max_size_bytes",
                                        ra_wal.DEFAULT_WAL_MAX_SIZE_BYTES)),
+        wal_max_entries=_opt_int(cfg.get("wal_max_entries")),
         wal_max_batch_size=int(cfg.get("wal_max_batch_size",
                                        ra_wal.DEFAULT_WAL_MAX_BATCH_SIZE)),
         wal_compute_checksums=bool(cfg.get("wal_compute_checksums", True)),
@@ -173,6 +174,11 @@ def disk_wal_start(handle: Any) -> Any:
         segment_writer=handle.names["segment_writer"],
         name=handle.wal_name,
     ))
+
+
+def _opt_int(value: Any) -> int | None:
+    """A config key whose absence (or ``undefined``) means no limit."""
+    return None if value is None or value == "undefined" else int(value)
 
 
 def disk_segment_writer_start(handle: Any) -> Any:

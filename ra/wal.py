@@ -89,6 +89,9 @@ class WalConfig:
     dir: str
     log_ets: LogEts = field(default_factory=LogEts)
     wal_max_size_bytes: int = DEFAULT_WAL_MAX_SIZE_BYTES
+    #: roll over once the current file holds this many entries (None: no limit, as Ra's
+    #: ``undefined``); it bounds the entries of a node held in memory until a flush
+    wal_max_entries: int | None = None
     wal_max_batch_size: int = DEFAULT_WAL_MAX_BATCH_SIZE
     wal_sync_method: str = "datasync"
     wal_compute_checksums: bool = True
@@ -222,6 +225,8 @@ class Wal:
         weakref.finalize(self, self._file.release)
         self.size = 0
         self.limit = config.wal_max_size_bytes
+        #: entries written to the current file (``wal_max_entries`` counts these)
+        self.entries = 0
         #: uids with entries in the current file
         self.file_uids: set[str] = set()
         self._pool = gevent.get_hub().threadpool
@@ -311,6 +316,7 @@ class Wal:
         self._file.open(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
         os.write(self.fd, wal_file.HEADER)
         self.size = len(wal_file.HEADER)
+        self.entries = 0
         self.file_uids = set()
         if self.pre_allocate:
             self._pre_allocate(path)
@@ -379,6 +385,7 @@ class Wal:
                 self.delayed_syncs += 1
             self.sync_ms_recent.append(fsync_ms)
             self.size += len(data)
+            self.entries += n_entries
             for uid, entries in batch:
                 self._insert(self.file_no, uid, entries)
                 self.file_uids.add(uid)
@@ -387,9 +394,15 @@ class Wal:
             for (_uid, pid), runs in notes.items():
                 for term, seq in runs:
                     actors.send(pid, ("ra_log_event", ("written", term, seq)))
-        if roll or self.size > self.limit:
+        if roll or self.size > self.limit or self._full():
             self.rollover()
         return [("reply", from_, self._answer(request)) for from_, request in calls]
+
+    def _full(self) -> bool:
+        """``wal_max_entries`` reached: checked after each batch, so a file may hold
+        up to one batch more (Ra checks before each entry, so one entry more)."""
+        max_entries = self.cfg.wal_max_entries
+        return max_entries is not None and self.entries >= max_entries
 
     def _inline(self, n_entries: int, delay_ms: int) -> bool:
         """Whether to write and sync this batch on the hub.

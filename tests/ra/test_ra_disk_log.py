@@ -64,6 +64,27 @@ def test_flushed_entries_are_read_from_segments_and_leave_memory(
         stack.stop_all()
 
 
+def test_a_long_log_keeps_only_a_window_of_wal_max_entries_in_memory(
+    node: Node, tmp_path: Any
+) -> None:
+    with node.attached():
+        stack = Stack(str(tmp_path)).start(segment_max_entries=16, wal_max_entries=20)
+        log = open_log(stack)
+        held: list[int] = []
+        for first in range(1, 301, 10):
+            log.write(es(first, first + 9))
+            pump(log, UID, lambda: written_up(log))
+            stack.sync()
+            drain_events(log, UID)
+            held.append(max(log.mem_size() - 1, len(stack.ets.mem_table(UID))))
+        # every file of 20 entries went to segments and left the log's memory and the
+        # memtables: what stays is the current file's entries, however long the log
+        assert max(held) <= 20
+        assert log.fold(1, 300) == es(1, 300)
+        assert log.last_written() == (300, 1)
+        stack.stop_all()
+
+
 def test_an_overwrite_of_flushed_entries_is_read_and_recovered_correctly(
     node: Node, tmp_path: Any
 ) -> None:
