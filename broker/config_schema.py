@@ -83,6 +83,7 @@ AMQP_KEYS: dict[str, Kind] = {
 
 RA_KEYS: dict[str, Kind] = {
     "wal_max_size_bytes": Int(1),
+    "wal_max_entries": Int(1),
     "wal_max_batch_size": Int(1),
     "wal_sync_method": OneOf(("datasync", "sync", "none")),
     "wal_compute_checksums": Bool(),

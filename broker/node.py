@@ -54,6 +54,24 @@ log = logging.getLogger("warren.broker")
 SUP = "warren_sup"
 NET = "warren_net"
 RA_SYSTEM = "default"
+#: Ra keys a node sets unless its config does. Ra leaves ``wal_max_entries`` undefined,
+#: so its memtables hold a WAL file's entries until the file reaches 512 MiB; an entry
+#: in Python memory costs more than its Erlang term, so a node rolls over every 16384
+#: entries as well and a queue's backlog lives in segments, not in memory.
+RA_DEFAULTS: dict[str, Any] = {"wal_max_entries": 16384}
+
+
+def ra_system_config(config: NodeConfig) -> dict[str, Any]:
+    """The Ra system config: durable in ``<data-dir>/ra`` when the node has a data dir
+    (WAL, segments, snapshots, term and vote survive a restart), else in memory;
+    with the node's ``ra`` keys over `RA_DEFAULTS` (WAL and segment keys only matter
+    on disk)."""
+    if config.data_dir is None:
+        return {"name": RA_SYSTEM, **config.ra}
+    from ra.system import disk_system_config
+
+    return disk_system_config(str(Path(config.data_dir) / "ra"), name=RA_SYSTEM,
+                              **{**RA_DEFAULTS, **config.ra})
 DLX_SUP = "rabbit_fifo_dlx_sup"
 
 
@@ -268,15 +286,7 @@ class BrokerNode:
             settle_timeout=self.config.dead_letter_worker_publisher_confirm_timeout)
 
     def ra_config(self) -> dict[str, Any]:
-        """The Ra system config: durable in ``<data-dir>/ra`` when the node has a data dir
-        (WAL, segments, snapshots, term and vote survive a restart), else in memory;
-        with the node's ``ra`` keys (the WAL and segment keys only matter on disk)."""
-        if self.config.data_dir is None:
-            return {"name": RA_SYSTEM, **self.config.ra}
-        from ra.system import disk_system_config
-
-        return disk_system_config(str(Path(self.config.data_dir) / "ra"), name=RA_SYSTEM,
-                                  **self.config.ra)
+        return ra_system_config(self.config)
 
     def children(self) -> list[dict[str, Any]]:
         data_dir = self.config.data_dir or "."

@@ -17,6 +17,7 @@ import pytest
 
 from broker.config import ConfigError, NodeConfig, load
 from broker.config_schema import AMQP_KEYS, NODE_KEYS, RA_KEYS, check_ra_keys
+from broker.node import ra_system_config
 from channel.config import Config
 
 NAME = "a@127.0.0.1:25672"
@@ -119,6 +120,7 @@ def test_every_amqp_setting_of_a_connection_is_declared_once() -> None:
     ("wal_max_size_bytes", True, "an integer of at least 1"),
     ("wal_max_size_bytes", 0, "an integer of at least 1"),
     ("segment_max_entries", -1, "an integer of at least 1"),
+    ("wal_max_entries", 0, "an integer of at least 1"),
     ("snapshot_chunk_size", "1MB", "an integer of at least 1"),
     ("wal_sync_method", "often", "one of datasync, sync, none"),
     ("machine_upgrade_strategy", "some", "one of all, quorum"),
@@ -140,6 +142,15 @@ def test_the_ra_keys_checked_outside_a_node_config_are_the_same() -> None:
         check_ra_keys({"wal_sync_method": "often"})
     assert check_ra_keys({"wal_max_size_bytes": 1 << 20}) == {"wal_max_size_bytes": 1 << 20}
     assert "wal_pre_allocate" in RA_KEYS
+
+
+def test_a_durable_node_rolls_its_wal_over_every_16384_entries_unless_told_otherwise(
+        tmp_path: Path) -> None:
+    default = ra_system_config(NodeConfig("n1@127.0.0.1", data_dir=str(tmp_path)))
+    assert default["wal_max_entries"] == 16384
+    assert default["data_dir"] == str(tmp_path / "ra")
+    mine = NodeConfig("n1@127.0.0.1", data_dir=str(tmp_path), ra={"wal_max_entries": 100_000})
+    assert ra_system_config(mine)["wal_max_entries"] == 100_000
 
 
 # ------------------------------------------------------------------ top-level keys
