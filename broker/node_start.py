@@ -1,13 +1,12 @@
-"""The `warren` command line.
+"""`warren node start`: run one broker node in this OS process until told to stop.
 
-    warren demo                       three node processes, a ring of messages,
-                                      a SIGKILL, a restart (the foundation demo)
     warren node start --name N@H:P    run one broker node until SIGTERM / SIGINT
         [--amqp-port P] [--data-dir D] [--peers a@h:p,b@h:p] [--config FILE]
         [--bare]                      (just the node and its links, as the demo uses)
-    warren ctl --node N@H:P COMMAND   operate a running cluster (see broker.ctl)
-    warren scenario list | run NAME   a local cluster, a workload, faults, the verdict
-    warren analyze RUN_DIR            check a recorded run on Spark and write a report
+
+The `warren` command (`warren_cli`) registers this subcommand with `add_parser`,
+as it registers `broker.ctl`'s. A node that cannot start says why in one line on
+stderr and exits with `broker.startup`'s status.
 """
 
 from __future__ import annotations
@@ -22,18 +21,19 @@ from typing import Any
 import gevent
 
 from actors import Node
+from actors.gc_policy import tune_node_process
+from broker.held_log import HeldLog
+from broker.startup import (
+    EX_CONFIG,
+    EX_SOFTWARE,
+    StartupError,
+    distribution_failure,
+    listener_failure,
+    prepare_data_dir,
+)
 from transports.tick import TickConfig
 
-EX_USAGE = 64
-
-
-def make_node(name: str, ticktime: float, data_dir: str | None = None,
-              cookie: str | None = None, io: str | None = None) -> Node:
-    """A node on the ZeroMQ transport, authenticated with the cookie."""
-    from transports.zmq import ZmqTransport
-
-    transport = ZmqTransport(tick=TickConfig(net_ticktime=ticktime), cookie=cookie, io=io)
-    return Node(name, transport=transport, data_dir=data_dir).start()
+__all__ = ["add_parser"]
 
 
 def _node_config(args: argparse.Namespace) -> Any:
@@ -52,7 +52,6 @@ def _open_node(cfg: Any) -> Node:
     free (a node of this name already runs, say), with nothing left running."""
     import zmq
 
-    from broker.startup import distribution_failure
     from transports.zmq import ZmqTransport, node_process_io
 
     transport = ZmqTransport(tick=TickConfig(net_ticktime=cfg.net_ticktime),
@@ -68,7 +67,6 @@ def _open_node(cfg: Any) -> Node:
 def _start_broker(cfg: Any, node: Node) -> Any:
     """`BrokerNode.start` from a process of `node`; `StartupError` when it fails."""
     from broker.node import BrokerNode, BrokerStartError
-    from broker.startup import EX_SOFTWARE, StartupError, listener_failure
 
     try:
         return BrokerNode(cfg, node).start()
@@ -85,8 +83,6 @@ def _node_start(args: argparse.Namespace) -> int:
     (``warren: ...``) on stderr and exits with `broker.startup`'s status, having
     written no ``ready`` line or file; its log up to then is held (`broker.held_log`)."""
     from broker.config import ConfigError
-    from broker.held_log import HeldLog
-    from broker.startup import EX_CONFIG, EX_SOFTWARE, StartupError
 
     held = HeldLog()
     if not args.verbose:
@@ -111,9 +107,7 @@ def _node_start(args: argparse.Namespace) -> int:
 
 def _run_node(args: argparse.Namespace, up: Callable[[], None]) -> int:
     """Start the node (`up` is called once it is), then run it until told to stop."""
-    from actors.gc_policy import tune_node_process
     from broker.config import ConfigError
-    from broker.startup import prepare_data_dir
 
     cfg = _node_config(args)
     try:
@@ -151,26 +145,9 @@ def _run_node(args: argparse.Namespace, up: Callable[[], None]) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from broker import demo
-
-    print("warren demo: three nodes on 127.0.0.1")
-    return demo.run(lambda name, tick: make_node(name, tick), ticktime=args.net_ticktime)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from broker import ctl
-
-    parser = argparse.ArgumentParser(prog="warren", description="warren: quorum queues, modelled")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    demo = sub.add_parser("demo", help="three nodes exchange messages and survive a SIGKILL")
-    demo.add_argument("--net-ticktime", type=float, default=2.0,
-                      help="seconds (Erlang's net_ticktime; default 2 for the demo)")
-    demo.set_defaults(func=_demo)
-
-    node = sub.add_parser("node", help="node commands")
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `node start` on the `warren` command's subparsers."""
+    node = subparsers.add_parser("node", help="node commands")
     node_sub = node.add_subparsers(dest="node_command", required=True)
     start = node_sub.add_parser("start", help="run one broker node")
     start.add_argument("--name", default=None, help="name@host:port")
@@ -187,27 +164,4 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--bare", action="store_true",
                        help="only the node and its links: no broker (what the demo runs)")
     start.set_defaults(func=_node_start)
-
-    ctl.add_parser(sub)
-    from analysis import cli as analysis_cli
-    from analysis import compact, jvm_archive
-    from harness import cli as harness_cli
-
-    harness_cli.add_parser(sub)
-    analysis_cli.add_parser(sub)
-    compact.add_parser(sub)
-    jvm_archive.add_parser(sub)
-
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: 2 on bad usage; rabbitmqctl uses 64
-        return EX_USAGE if exc.code not in (0, None) else 0
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-    )
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return node

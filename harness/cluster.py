@@ -82,7 +82,7 @@ NodeArgv = Callable[[NodeSpec], list[str]]
 
 def warren_node_argv(node: NodeSpec) -> list[str]:
     """`warren node start --config FILE` with this interpreter (no PATH lookup)."""
-    return [sys.executable, "-m", "broker.cli", "node", "start", "--config",
+    return [sys.executable, "-m", "warren_cli", "node", "start", "--config",
             str(node.config_file)]
 
 
@@ -90,7 +90,7 @@ class Ctl:
     """`warren ctl --node N --formatter json ...` as a function returning parsed JSON."""
 
     def __init__(self, env: dict[str, str], timeout_s: float = 15.0,
-                 argv: Sequence[str] = (sys.executable, "-m", "broker.cli", "ctl")) -> None:
+                 argv: Sequence[str] = (sys.executable, "-m", "warren_cli", "ctl")) -> None:
         self.env = env
         self.timeout_s = timeout_s
         self.argv = list(argv)

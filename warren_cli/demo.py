@@ -6,11 +6,13 @@ of the other nodes by name and reports every DOWN / nodedown / nodeup it sees
 to the controller (the CLI's own node). The controller drives a ring of
 messages, SIGKILLs one node, checks that the survivors saw `noconnection` and
 `nodedown`, restarts it (a new creation: its old pids are dead) and drives the
-ring again.
+ring again. The nodes are bare (`warren node start --bare`): the demo shows the
+runtime under the broker, so it lives with the command line, which starts them.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -22,7 +24,11 @@ from typing import Any
 
 import actors
 from actors import Node
+from transports.tick import TickConfig
+from transports.zmq import ZmqTransport
 from transports.zmq_node import free_port
+
+__all__ = ["add_parser", "make_node", "run"]
 
 GREETER = "greeter"
 
@@ -53,7 +59,7 @@ def greeter(controller: tuple[str, str]) -> None:
 
 
 class DemoCluster:
-    """Node OS processes started with `warren node start`, killed on exit."""
+    """Node OS processes started with `warren node start --bare`, killed on exit."""
 
     def __init__(self, names: list[str], cookie: str, ticktime: float) -> None:
         self.names = names
@@ -64,7 +70,7 @@ class DemoCluster:
 
     def start(self, name: str) -> None:
         env = dict(os.environ, WARREN_COOKIE=self.cookie)
-        cmd = [sys.executable, "-m", "broker.cli", "node", "start", "--bare", "--name", name,
+        cmd = [sys.executable, "-m", "warren_cli", "node", "start", "--bare", "--name", name,
                "--data-dir", os.path.join(self.data, name.split("@")[0]),
                "--net-ticktime", str(self.ticktime)]
         self.procs[name] = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
@@ -89,6 +95,28 @@ def expect(pred: Any, what: str, timeout_ms: int = 10_000) -> Any:
     if msg is actors.TIMEOUT:
         raise SystemExit(f"demo: timed out waiting for {what}")
     return msg
+
+
+def make_node(name: str, ticktime: float, data_dir: str | None = None,
+              cookie: str | None = None, io: str | None = None) -> Node:
+    """A node on the ZeroMQ transport, authenticated with the cookie."""
+    transport = ZmqTransport(tick=TickConfig(net_ticktime=ticktime), cookie=cookie, io=io)
+    return Node(name, transport=transport, data_dir=data_dir).start()
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `demo` on the `warren` command's subparsers."""
+    demo = subparsers.add_parser("demo",
+                                 help="three nodes exchange messages and survive a SIGKILL")
+    demo.add_argument("--net-ticktime", type=float, default=2.0,
+                      help="seconds (Erlang's net_ticktime; default 2 for the demo)")
+    demo.set_defaults(func=_command)
+    return demo
+
+
+def _command(args: argparse.Namespace) -> int:
+    print("warren demo: three nodes on 127.0.0.1")
+    return run(lambda name, tick: make_node(name, tick), ticktime=args.net_ticktime)
 
 
 def run(make_node: Any, ticktime: float = 2.0) -> int:

@@ -97,7 +97,7 @@ def test_footers_answer_what_spark_would(tmp_path: Path, spark: SparkSession) ->
 
 def test_warren_history_compact_writes_the_dataset(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from broker.cli import main
+    from warren_cli import main
 
     record(tmp_path, "n1", [2, 1])
     record(tmp_path, "n2", [3])
@@ -110,7 +110,7 @@ def test_warren_history_compact_writes_the_dataset(
 
 def test_warren_history_compact_refuses_a_run_without_segments(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from broker.cli import main
+    from warren_cli import main
 
     assert main(["history", "compact", str(tmp_path)]) == 4
     err = capsys.readouterr().err
@@ -121,7 +121,7 @@ def test_warren_history_compact_refuses_a_run_without_segments(
 
 def test_warren_history_compact_refuses_an_unknown_schema_version(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from broker.cli import main
+    from warren_cli import main
 
     target = schema.schema_of("client_ops")
     meta = {schema.SCHEMA_VERSION_KEY: b"99.0"}

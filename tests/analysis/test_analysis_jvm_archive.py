@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import warren_cli as cli
 from analysis import jvm_archive, spark
-from broker import cli
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ def launch(b: BrokerProc, args: list[str]) -> None:
     b.data_dir.parent.mkdir(parents=True, exist_ok=True)
     log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the child
         prefix=f"{b.data_dir.name}-", suffix=".log", dir=b.data_dir.parent, delete=False)
-    b.proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "node", "start", *args],
+    b.proc = subprocess.Popen([sys.executable, "-m", "warren_cli", "node", "start", *args],
                               cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=log)
     log.close()
     b.proc.log_path = log.name  # type: ignore[attr-defined]
@@ -132,7 +132,7 @@ def stop_all(nodes: list[BrokerProc]) -> None:
 
 def ctl(node: str, *args: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", "ctl", "--node", node, "--timeout", str(timeout),
+        [sys.executable, "-m", "warren_cli", "ctl", "--node", node, "--timeout", str(timeout),
          *args], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
 
 

@@ -43,7 +43,7 @@ class Outcome:
 def start_node(*args: str, timeout: float = 60.0) -> Outcome:
     """Run `warren node start ARGS` until it exits or says `ready` (then it is killed:
     a node that starts is the failure these tests look for)."""
-    proc = subprocess.Popen([sys.executable, "-m", "broker.cli", "node", "start", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "warren_cli", "node", "start", *args],
                             cwd=ROOT, env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_demo_survives_sigkill_and_restart() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "demo", "--net-ticktime", "2"],
+        [sys.executable, "-m", "warren_cli", "demo", "--net-ticktime", "2"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr
