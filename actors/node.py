@@ -219,11 +219,11 @@ class Node:
         proc = Process(self, pid, None)
         proc.greenlet = None
         self.procs[pid.serial] = proc
-        g._warren_proc = proc  # type: ignore[attr-defined]
+        g._warren_proc = proc
         try:
             yield proc
         finally:
-            g._warren_proc = None  # type: ignore[attr-defined]
+            g._warren_proc = None
             if not proc.dead:
                 self._terminate(proc, "normal")
 

@@ -75,7 +75,7 @@ class Process(GreenActor):
 
     def _start_actor_loop(self) -> None:
         g = gevent.Greenlet(self._actor_loop)
-        g._warren_proc = self  # type: ignore[attr-defined]
+        g._warren_proc = self
         self.greenlet = g
         g.start()
 

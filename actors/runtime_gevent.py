@@ -168,9 +168,11 @@ class GreenActor(pykka.Actor):
     """A pykka actor that runs as one greenlet on the gevent hub."""
 
     greenlet: gevent.Greenlet | None = None
+    #: pykka types its inbox as its own queue protocol; ours also takes selectively
+    actor_inbox: Mailbox
 
     @staticmethod
-    def _create_actor_inbox() -> Mailbox:  # type: ignore[override]
+    def _create_actor_inbox() -> Mailbox:
         return Mailbox()
 
     @staticmethod

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import types
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = ["frozen_init", "wire_record"]
 
@@ -90,8 +90,8 @@ def _install_init(cls: type) -> None:
     init = scope["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
-    init.__annotations__ = dict(cls.__init__.__annotations__)
-    cls.__init__ = init  # type: ignore[misc]
+    init.__annotations__ = dict(cast(Any, cls).__init__.__annotations__)
+    cls.__init__ = init  # type: ignore[misc]  # replacing the class's __init__ is the point
 
 
 class _Factory:

@@ -67,7 +67,7 @@ class Requeue(NamedTuple):
     name: str
     consumer_key: Any
     msg_id: int
-    index: int
+    idx: int
     header: Any
     msg: Any
 

@@ -14,7 +14,14 @@ from typing import Any
 from fifo import dlx
 from fifo.effects import cancel_consumer_handler, update_consumer_handler
 from fifo.msg import Msg, get_header, incr_msg, msg_header, msg_idx, msg_size
-from fifo.records import Consumer, ConsumerCfg, RabbitFifoState, erl_key, erl_sorted
+from fifo.records import (
+    Consumer,
+    ConsumerCfg,
+    Lifetime,
+    RabbitFifoState,
+    erl_key,
+    erl_sorted,
+)
 
 __all__ = [
     "activate_next_consumer",
@@ -186,7 +193,7 @@ def activate_next_consumer(s: RabbitFifoState, effects: list[Any]) -> None:
             active_c.status = "quiescing"
 
 
-def merge_consumer(c: Consumer, cmeta: Mapping[str, Any], life: str, mode: Any,
+def merge_consumer(c: Consumer, cmeta: Mapping[str, Any], life: Lifetime, mode: Any,
                    priority: int) -> Consumer:
     c.cfg = replace(c.cfg, priority=priority, meta=cmeta, credit_mode=mode, lifetime=life)
     c.status = "up"
@@ -194,11 +201,11 @@ def merge_consumer(c: Consumer, cmeta: Mapping[str, Any], life: str, mode: Any,
     return c
 
 
-def _new_consumer(cid: tuple[Any, Any], cmeta: Mapping[str, Any], life: str, mode: Any,
+def _new_consumer(cid: tuple[Any, Any], cmeta: Mapping[str, Any], life: Lifetime, mode: Any,
                   priority: int) -> Consumer:
     tag, pid = cid
     return Consumer(
-        cfg=ConsumerCfg(meta=cmeta, pid=pid, tag=tag, credit_mode=mode, lifetime=life,  # type: ignore[arg-type]
+        cfg=ConsumerCfg(meta=cmeta, pid=pid, tag=tag, credit_mode=mode, lifetime=life,
                         priority=priority),
         credit=included_credit(mode),
         delivery_count=initial_delivery_count(mode),
@@ -206,7 +213,7 @@ def _new_consumer(cid: tuple[Any, Any], cmeta: Mapping[str, Any], life: str, mod
 
 
 def update_consumer(meta: Meta, key: Hashable, cid: tuple[Any, Any], cmeta: Mapping[str, Any],
-                    spec: tuple[str, Any], priority: int, s: RabbitFifoState) -> Consumer:
+                    spec: tuple[Lifetime, Any], priority: int, s: RabbitFifoState) -> Consumer:
     """Create or merge the consumer for a checkout; returns the record replied on."""
     life, mode = spec
     if s.cfg.consumer_strategy == "competing":
@@ -318,10 +325,10 @@ def cancel_consumer(meta: Meta, key: Hashable, s: RabbitFifoState, effects: list
     """``cancel`` keeps unacked messages; ``remove`` and ``down`` give them back."""
     if s.cfg.consumer_strategy == "single_active" and s.waiting_consumers \
             and key not in s.consumers:
-        for i, (k, c) in enumerate(s.waiting_consumers):
+        for i, (k, waiting) in enumerate(s.waiting_consumers):
             if k == key:
                 del s.waiting_consumers[i]
-                effects.append(cancel_consumer_handler(s.cfg.resource, consumer_id(c)))
+                effects.append(cancel_consumer_handler(s.cfg.resource, consumer_id(waiting)))
                 return
         return
     c = s.consumers.get(key)

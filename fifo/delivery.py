@@ -149,7 +149,11 @@ def chunk_disk_msgs(msgs: list[tuple[int, Msg]]) -> list[list[tuple[int, Msg]]]:
 
 
 def _delivery_effect(key: Hashable, msgs: list[tuple[int, Msg]], s: RabbitFifoState) -> Any:
-    tag, pid = consumer_id(s.consumers[key]) if key in s.consumers else key
+    if key in s.consumers:
+        tag, pid = consumer_id(s.consumers[key])
+    else:
+        assert isinstance(key, tuple)  # a consumer gone from the map is named by its id
+        tag, pid = key
     cache = s.msg_cache
     if len(msgs) == 1 and cache is not None and msg_idx(msgs[0][1]) == cache[0]:
         msg_id, m = msgs[0]

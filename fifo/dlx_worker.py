@@ -126,7 +126,8 @@ def detect_cycles(reason: str, msg: Any, queues: list[Any]) -> tuple[list[Any], 
     if reason == "rejected":
         return ([], list(queues))
     deaths = mc.get_annotation("deaths", msg) or ()
-    cyclic, ok = [], []
+    cyclic: list[Any] = []
+    ok: list[Any] = []
     for q in queues:
         is_cycle = False
         for queue, why in deaths:

@@ -33,6 +33,9 @@ __all__ = [
 
 ConsumerStatus = Literal["up", "suspected_down", "cancelled", "quiescing"]
 
+Lifetime = Literal["once", "auto"]
+"""A consumer's credit lifetime: ``once`` (credit given once) or ``auto`` (renewed)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumerCfg:
@@ -42,7 +45,7 @@ class ConsumerCfg:
     pid: Any = None
     tag: Any = None
     credit_mode: Any = None  # ("simple_prefetch", Max) | ("credited", DC) | "credited"
-    lifetime: Literal["once", "auto"] = "once"
+    lifetime: Lifetime = "once"
     priority: int = 0
 
 

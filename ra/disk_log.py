@@ -33,7 +33,7 @@ import bisect
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gevent
@@ -326,7 +326,7 @@ class DiskLog(LogBase):
         self._pending = ra_seq.append(idx, self._pending)
         self._wal_out.append([entry])
 
-    def write(self, entries: list[Entry]) -> None:
+    def write(self, entries: Sequence[Entry]) -> None:
         if not entries:
             return
         self._make_room(entries[0][0])

@@ -17,6 +17,7 @@ indexes, no segments) is modelled.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ra import seq as ra_seq
@@ -137,7 +138,7 @@ class MemoryLog(LogBase):
         self._pending = ra_seq.append(idx, self._pending)
         self._wal_out.append([entry])
 
-    def write(self, entries: list[Entry]) -> None:
+    def write(self, entries: Sequence[Entry]) -> None:
         """Follower write of a batch; a first index at or below the last one
         overwrites the conflicting suffix."""
         if not entries:

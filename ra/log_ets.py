@@ -40,9 +40,9 @@ class MemTable:
             return
         first = entries[0][0]
         if first <= self.last:
-            for view in self.views.values():
-                for idx in [i for i in view if i >= first]:
-                    del view[idx]
+            for older in self.views.values():
+                for idx in [i for i in older if i >= first]:
+                    del older[idx]
         view = self.views.get(file_no)
         if view is None:
             view = self.views[file_no] = {}

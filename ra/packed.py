@@ -19,7 +19,7 @@ from typing import Any
 __all__ = ["PackedEntries", "own_batch"]
 
 
-class PackedEntries(tuple):  # type: ignore[type-arg]
+class PackedEntries(tuple):
     """A tuple of ``(index, term, command)`` entries that remembers its pickle."""
 
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:

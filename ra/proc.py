@@ -100,7 +100,7 @@ class RaServerProc:
         self.parent = parent
         #: this process's node: the server never moves, so `now` need not look it up
         self._node = actors.get_node()
-        self.id: ServerId = tuple(config["id"])  # type: ignore[assignment]
+        self.id: ServerId = tuple(config["id"])
         self.uid: str = config["uid"]
         self.node_name = self.id[1]
         self.rng: random.Random = config.get("rng") or random.Random()
@@ -475,7 +475,7 @@ class RaServerProc:
         if self.role != LEADER or not self.low_queue:
             return
         now = self.now()
-        cmds = []
+        cmds: list[Any] = []
         while self.low_queue and len(cmds) < self.low_flush_size:
             cmd_type, data, mode = self.low_queue.popleft()
             cmds.append(make_command(cmd_type, data, mode, now))

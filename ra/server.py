@@ -254,7 +254,7 @@ def call_for_election(target: str, s: ServerState, effects: Effects | None = Non
     peer_ids = list(s.peers())
     if target == CANDIDATE:
         new_term = s.current_term + 1
-        reqs = [
+        reqs: list[tuple[ServerId, RequestVoteRpc | PreVoteRpc]] = [
             (p, RequestVoteRpc(term=new_term, candidate_id=s.id,
                                last_log_index=last_idx, last_log_term=last_term))
             for p in peer_ids
@@ -262,7 +262,8 @@ def call_for_election(target: str, s: ServerState, effects: Effects | None = Non
         update_term_and_voted_for(new_term, s.id, s)
         s.leader_id = None
         s.votes = 0
-        self_vote = RequestVoteResult(term=new_term, vote_granted=True)
+        self_vote: RequestVoteResult | PreVoteResult = RequestVoteResult(
+            term=new_term, vote_granted=True)
         return CANDIDATE, s, [("next_event", "cast", self_vote),
                               ("send_vote_requests", reqs), *effects]
     token = s.rng.getrandbits(64)
@@ -409,7 +410,7 @@ def _handle_leader_msg(msg: Any, s: ServerState) -> Result:
             peer = s.cluster.get(peer_id)
             if peer is None:
                 return LEADER, s, []
-            effects: Effects = []
+            effects = []
             if isinstance(peer.status, tuple) and peer.status[0] == "sending_snapshot":
                 effects.append(("demonitor", "process", peer.status[1]))
             peer.status = "normal"

@@ -63,6 +63,7 @@ def default_config(name: str = "default") -> dict[str, Any]:
 
 def memory_wal_start(handle: SystemHandle) -> Any:
     """The default ``wal_start``: the in-memory WAL on the system's disk."""
+    assert isinstance(handle.disk, MemoryDisk)  # durable systems start `disk_wal_start`
     return wal_memory.start_link(handle.disk, handle.wal_name,
                                  int(handle.config.get("wal_max_batch_size", 8192)))
 

@@ -155,7 +155,7 @@ def _emit(kind: str, sup_name: Any, path: str, child: Child | None, **fields: An
 
 
 def trace_child_start(sup_name: Any, child: Child, pid: Pid, *, dynamic: bool = False,
-                      replaces: Pid | None = None) -> None:
+                      replaces: Pid | Restarting | None = None) -> None:
     """``started``, or ``restarted`` when this child (id, or replaced pid) ran before.
 
     `dynamic` children (``simple_one_for_one``) are told apart by pid; a restarted

@@ -60,6 +60,7 @@ def shutdown(child: Child) -> tuple[bool, Any]:
     if brutal or child.shutdown == "infinity":
         down = actors.receive(None, match=_down_of(ref))
     else:
+        assert isinstance(child.shutdown, int)  # a timeout in ms, the only other choice
         down = actors.receive(child.shutdown, match=_down_of(ref))
         if down is actors.TIMEOUT:
             actors.exit(pid, "kill")

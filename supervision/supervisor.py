@@ -379,7 +379,7 @@ class SupervisorServer(GenServer):
                 # the child may have been stopped or deleted meanwhile
                 child = self._find_child_and_args(state, key)
                 pending = child is not None and isinstance(child.pid, Restarting)
-                if pending and self._restart(state, child) == "shutdown":
+                if pending and child is not None and self._restart(state, child) == "shutdown":
                     return ("stop", "shutdown", state)
             case _:
                 reports.log.error("supervisor %r: unexpected cast %r", state.name, msg)

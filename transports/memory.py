@@ -241,9 +241,9 @@ class MemoryTransport:
                     self._transmit(peer, kind, sid, payload)
             to_tick, down = self.ticker.check()
             for peer in to_tick:
-                sid = self.sessions.get(peer)
-                if sid is not None:
-                    self._transmit(peer, _TICK, sid, None)
+                tick_sid = self.sessions.get(peer)
+                if tick_sid is not None:
+                    self._transmit(peer, _TICK, tick_sid, None)
             for peer in down:
                 self.ticker.add(peer)  # so _local_down's remove is harmless
                 self._local_down(peer, "net_tick_timeout")

@@ -447,9 +447,9 @@ class ZmqTransport:
                     self.ticker.received(peer)
             to_tick, down = self.ticker.check()
             for peer in to_tick:
-                sid = self._sessions.get(peer)
-                if sid is not None:
-                    self._gate(peer, sid, hs.sid_header(hs.TICK, sid), None)
+                tick_sid = self._sessions.get(peer)
+                if tick_sid is not None:
+                    self._gate(peer, tick_sid, hs.sid_header(hs.TICK, tick_sid), None)
             for peer in down:
                 self.ticker.add(peer)  # so _local_down's remove is harmless
                 self._local_down(peer, "net_tick_timeout")

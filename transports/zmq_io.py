@@ -158,7 +158,9 @@ def _recv_parts(sock: zmq.Socket) -> list[bytes]:
 
 
 def _has_input(sock: zmq.Socket) -> bool:
-    return bool(_raw_get(sock, _EVENTS) & _POLLIN)
+    events = _raw_get(sock, _EVENTS)
+    assert isinstance(events, int)  # ZMQ_EVENTS is an int option
+    return bool(events & _POLLIN)
 _PROBE_DELAYS = (0.005, 0.02, 0.05, 0.1, 0.25)
 _CLOSE_LINGER_MS = 500
 
