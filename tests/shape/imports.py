@@ -114,7 +114,7 @@ def module_imports(root: Path, packages: Iterable[str]) -> list[Import]:
     for name, path in modules.items():
         reader = _ModuleReader(name, path, str(path.relative_to(root)), modules)
         reader.visit(ast.parse(path.read_text(), str(path)), False, False)
-        out.extend(reader.found)
+        out.extend(dict.fromkeys(reader.found))  # ``from a import b, c``: one of each
     return out
 
 
