@@ -35,6 +35,7 @@ import actors
 from actors import gen_batch_server, trace
 from actors.gen_batch_server import GenBatchServer
 from actors.process import Process, current
+from ra import crash_points
 from ra import segment as ra_segment
 from ra import seq as ra_seq
 from ra.durable import make_dirs
@@ -181,6 +182,8 @@ class SegmentWriter:
     def flush(self, ranges: dict[str, list[tuple[int, ra_seq.Seq]]], wal_path: str) -> None:
         for uid, tid_seqs in ranges.items():
             self._flush_uid(uid, [file_no for file_no, _ in tid_seqs])
+        if crash_points.ARMED:
+            crash_points.reached("segments_reported")
         try:
             os.unlink(wal_path)
         except FileNotFoundError:
@@ -199,6 +202,8 @@ class SegmentWriter:
             directory = server_dir(self.cfg.data_dir, uid)
             chunks = split_runs(entries, self.cfg.segment_max_entries)
             refs = self._pool.apply(self._write_all, (directory, chunks))
+            if crash_points.ARMED:
+                crash_points.reached("segments_written")
             trace.emit("ra_segments_written", node=self.node_name, uid=uid,
                        entries=len(entries), segments=len(refs))
             pid = self.ets.whereis(uid)

@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from ra import crash_points
 from ra.durable import fsync_dir, make_dirs, write_file
 
 log = logging.getLogger("warren.ra.snapshot")
@@ -91,10 +92,14 @@ def write(base: str, kind_dir: str, meta: dict[str, Any], state: Any, *, sync: b
         # as Ra deletes a pending snapshot's directory when its write fails
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if crash_points.ARMED:
+        crash_points.reached("snapshot_before_rename")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     if sync:
         fsync_dir(parent)
+    if crash_points.ARMED:
+        crash_points.reached("snapshot_after_rename")
     return final
 
 

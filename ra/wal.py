@@ -52,8 +52,8 @@ import actors
 from actors import gen_batch_server, trace
 from actors.gen_batch_server import From, GenBatchServer
 from actors.pid import Pid
+from ra import crash_points, wal_file
 from ra import seq as ra_seq
-from ra import wal_file
 from ra.durable import make_dirs, open_private
 from ra.log_base import WalDown
 from ra.log_ets import LogEts
@@ -473,6 +473,8 @@ class Wal:
             return
         self._file.release()
         self._pool.apply(self._save_writers)
+        if crash_points.ARMED:
+            crash_points.reached("wal_rollover")
         self._hand_over(self.file_no, self.file_uids)
         # only the first file after a start has a random limit, as in Ra
         self.limit = self.cfg.wal_max_size_bytes

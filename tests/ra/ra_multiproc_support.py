@@ -93,6 +93,8 @@ class ProcCluster:
     root: Path
     nodes: list[RaNode] = field(default_factory=list)
     client: Node | None = None
+    #: environment variables added to every node process booted from now on
+    env: dict[str, str] = field(default_factory=dict)
 
     def add_node(self) -> RaNode:
         i = len(self.nodes) + 1
@@ -106,7 +108,8 @@ class ProcCluster:
         if node.proc is not None:
             stop_node_process(node.proc)  # reaps the earlier life and removes its log
         node.proc, _ = start_node_process(node.name, cookie=COOKIE, net_ticktime=NET_TICKTIME,
-                                          net_setuptime=SETUPTIME)
+                                          net_setuptime=SETUPTIME,
+                                          env={**os.environ, **self.env})
         config = ra_system.disk_system_config(node.data_dir, **SYSTEM_KEYS)
         result = ra_system.rpc(node.name, _start_system, config, timeout=10_000)
         assert result == "ok", result
@@ -136,18 +139,20 @@ def _start_system(config: dict[str, Any]) -> Any:
 
 
 @contextmanager
-def proc_cluster(root: Path) -> Iterator[ProcCluster]:
-    """Three Ra node processes; the body runs attached to the client node.
+def proc_cluster(root: Path, size: int = 3,
+                 env: dict[str, str] | None = None) -> Iterator[ProcCluster]:
+    """`size` Ra node processes (with `env` added to their environment); the body
+    runs attached to the client node.
 
     Every node process is killed on the way out, whatever happened.
     """
-    cluster = ProcCluster(root)
+    cluster = ProcCluster(root, env=dict(env or {}))
     try:
         transport = ZmqTransport(cookie=COOKIE, tick=TickConfig(NET_TICKTIME, 4),
                                  net_setuptime=SETUPTIME)
         cluster.client = Node(f"client@127.0.0.1:{free_port()}", transport=transport).start()
         with cluster.client.attached():
-            for _ in range(3):
+            for _ in range(size):
                 cluster.add_node()
             yield cluster
     finally:
