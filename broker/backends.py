@@ -6,7 +6,8 @@ cluster's (its deleted queues drop their bindings through the store).
 `quorum` is `channel.quorum_queue` over the node's `MetadataRegistry`, so
 queues are Ra clusters reachable from every node; declares that resolve to the
 classic type go to `channel.classic_queue`, one queue process per queue under
-the node's queue supervisor.
+the node's queue supervisor, recorded in the metadata store so that channels
+on every node find it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def quorum(broker: BrokerNode) -> Any:
     from channel.classic_queue import ClassicBackend
     from channel.quorum_queue import QuorumBackend
 
-    classic = ClassicBackend(broker.node, on_deleted=broker.topology.remove_queue)
+    classic = ClassicBackend(broker.node, on_deleted=broker.topology.remove_queue,
+                             directory=broker.classic_directory)
     classic.set_dead_letter(ClassicDeadLetter(broker.topology, classic, broker.registry))
     return QuorumBackend(broker.node, broker.registry, classic=classic,
                          net_ticktime=int(broker.config.net_ticktime))

@@ -35,10 +35,12 @@ from typing import Any
 from broker import policy as pol
 from broker.policy import Policy
 from channel.auth import User, default_user
+from channel.classic_directory import ClassicRecord
 from channel.errors import AmqpError
 from channel.exchange import Topology, _VHost
 from channel.passwords import password_matches
 from channel.permissions import Permission
+from channel.queue_args import Declared, check_equivalence
 from channel.queue_registry import QueueRecord
 from channel.topic_permissions import TopicPermission
 
@@ -73,6 +75,13 @@ class MetadataState:
     policies: Mapping[QueueKey, Policy] = field(default_factory=dict)
     vhost_limits: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """vhost -> its `vhost-limits` definition (`max-connections`, `max-queues`)."""
+    classic_queues: Mapping[QueueKey, ClassicRecord] = field(default_factory=dict)
+    """Classic queues of every node: the pid of each queue's process names its home."""
+
+
+def classic_queues(s: MetadataState) -> Mapping[QueueKey, ClassicRecord]:
+    """The classic queue table (a state written before it existed has none)."""
+    return getattr(s, "classic_queues", {})
 
 
 def initial_state() -> MetadataState:
@@ -145,10 +154,10 @@ class MetadataMachine:
                 t = _cow_topology(s.topology, None)
                 t.add_vhost(vhost)
                 return replace(s, vhosts=(*s.vhosts, vhost), topology=t), "ok", []
-            case ("add_user", User() as user):
-                if user.name in s.users:
+            case ("add_user", User() as added):
+                if added.name in s.users:
                     return s, ("error", "user_already_exists"), []
-                return replace(s, users={**s.users, user.name: user}), "ok", []
+                return replace(s, users={**s.users, added.name: added}), "ok", []
             case ("change_password_hash", name, str() as password_hash, str() as algorithm):
                 return self._update_user(s, name, password_hash=password_hash,
                                          hashing_algorithm=algorithm)
@@ -230,6 +239,15 @@ class MetadataMachine:
                 found = effective_policy(s, record.vhost, record.name, _queue_type(record))
                 record = replace(record, policy=dict(found.definition) if found else {})
                 return replace(s, queues={**s.queues, key: record}), ("created", record), []
+            case ("declare_classic_queue", ClassicRecord() as classic):
+                return self._declare_classic(s, classic)
+            case ("delete_classic_queue", vhost, name, pid):
+                return self._delete_classic(s, [(vhost, name)], pid)
+            case ("classic_node_down", str() as node):
+                # as rabbit_amqqueue:on_node_down: the node's transient queues go
+                gone = [k for k, r in classic_queues(s).items()
+                        if r.node == node and not r.durable]
+                return self._delete_classic(s, gone, None)
             case ("delete_queue", vhost, name):
                 key = (vhost, name)
                 if key not in s.queues:
@@ -254,6 +272,36 @@ class MetadataMachine:
                 del policies[(vhost, name)]
                 return self._repolicy(s, policies)
         return s, ("error", ("unknown_command", cmd)), []
+
+    def _declare_classic(self, s: MetadataState,
+                         record: ClassicRecord) -> tuple[MetadataState, Any, list[Any]]:
+        key = (record.vhost, record.name)
+        self._vhost(s, record.vhost)
+        table = classic_queues(s)
+        if key in table:
+            return s, ("existing", table[key]), []
+        if key in s.queues:  # a quorum queue of that name came first
+            existing = s.queues[key]
+            check_equivalence(record.name, record.vhost,
+                              Declared(existing.durable, False, existing.arguments),
+                              Declared(record.durable, record.auto_delete, record.arguments))
+            return s, ("existing", None), []
+        return (replace(s, classic_queues={**table, key: record}), ("created", record), [])
+
+    @staticmethod
+    def _delete_classic(s: MetadataState, keys: list[QueueKey],
+                        pid: Any) -> tuple[MetadataState, Any, list[Any]]:
+        """Remove these records (only if they name `pid`, when given) and their bindings."""
+        table = dict(classic_queues(s))
+        gone = [k for k in keys if k in table and (pid is None or table[k].pid == pid)]
+        if not gone:
+            return s, ("ok", 0), []
+        topology = s.topology
+        for vhost, name in gone:
+            del table[(vhost, name)]
+            topology = _cow_topology(topology, vhost)
+            topology.remove_queue(vhost, name)
+        return replace(s, classic_queues=table, topology=topology), ("ok", len(gone)), []
 
     @staticmethod
     def _vhost(s: MetadataState, vhost: str) -> None:

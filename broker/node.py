@@ -10,6 +10,7 @@ warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core chi
 ├── rabbit_fifo_dlx_sup      simple_one_for_one: at-least-once dead-letter workers
 ├── rabbit_amqqueue_sup_sup  simple_one_for_one: classic queue processes (temporary)
 ├── amqp_listener            TCP acceptor -> one reader (connection tree) per connection
+├── rabbit_mgmt_sup          HTTP API and Prometheus listeners (when a port is configured)
 └── recorder                 history sink (only records when a history_dir is configured)
 ```
 
@@ -32,6 +33,7 @@ from actors import Node, gen_server
 from actors.gen_server import GenServer
 from broker import queue_expiry
 from broker.alarms import ALARM_SERVER, AlarmServer
+from broker.classic_directory import MetadataDirectory
 from broker.config import NodeConfig
 from broker.formation import form_or_join
 from broker.limits import ReplicatedVhostLimits, peer_counter
@@ -41,6 +43,7 @@ from broker.running import RUNNING, broker_of
 from broker.store import Metadata, MetadataView, ProjectionServer
 from broker.topology import ReplicatedTopology
 from broker.users import ReplicatedUsers
+from channel import classic_store
 from channel.config import BrokerContext, Config
 from classic import queue_sup
 from fifo.machine import SUPPORTED_VERSIONS
@@ -111,6 +114,7 @@ class NetServer(GenServer):
             case ("nodedown", peer):
                 broker.up_nodes.discard(peer)
                 log.warning("node %s down", peer)
+                actors.spawn(broker.classic_directory.node_down, peer)
         return ("noreply", broker)
 
 
@@ -130,7 +134,7 @@ def _start_ra(config: dict[str, Any]) -> Any:
 class MetadataServer(ProjectionServer):
     """Forms or joins the metadata cluster in `init`, then keeps the node's copy."""
 
-    def init(self, broker: BrokerNode) -> Any:
+    def init(self, broker: BrokerNode) -> Any:  # type: ignore[override]  # starts from the node
         from ra import api
 
         how = form_or_join(broker.config.all_nodes, RA_SYSTEM, broker.config.formation_timeout)
@@ -141,6 +145,9 @@ class MetadataServer(ProjectionServer):
         broker.formation = how
         log.info("metadata store: %s", how)
         _recover_queue_members(broker)
+        # transient classic queues of this node's earlier life are gone (a process:
+        # the command's reply waits for this server to apply it)
+        actors.spawn(broker.classic_directory.node_down, broker.node.name)
         return ("ok", broker.view)
 
 
@@ -247,6 +254,8 @@ class BrokerNode:
         self.release = lookup(config.rabbitmq_version, SUPPORTED_VERSIONS)
         self.registry = MetadataRegistry(self.metadata, RA_SYSTEM, config.quorum_cluster_size,
                                          self.release.machine_version)
+        #: the cluster's classic queues, by (vhost, name)
+        self.classic_directory = MetadataDirectory(self.metadata)
         self.up_nodes: set[str] = set()
         self.formation = ""
         self.listener: Any = None
@@ -262,6 +271,9 @@ class BrokerNode:
                                  vhost_limits=ReplicatedVhostLimits(self.metadata))
         self.ctx.peer_count = peer_counter(self)
         self.sup: Any = None
+        #: the ports the management child bound (None: not serving)
+        self.management_port: int | None = None
+        self.prometheus_port: int | None = None
 
     def open_channels(self) -> int:
         """AMQP channels open on this node's connections (the history's `samples`)."""
@@ -306,8 +318,17 @@ class BrokerNode:
             {"id": DLX_SUP, "type": "supervisor",
              "start": (supervisor.start_link, [dlx, None, DLX_SUP])},
             queue_sup.child_spec(),
+            *classic_store.child_specs(self.backend, self.config.data_dir),
             _gen(ListenerServer, self, "amqp_listener"),
+            *self._management(),
         ]
+
+    def _management(self) -> list[dict[str, Any]]:
+        """The management plugin's listeners, when a port is configured for one."""
+        if self.config.management_port is None and self.config.prometheus_port is None:
+            return []
+        module = importlib.import_module("management.server")
+        return [_gen(module.ManagementServer, self, "rabbit_mgmt_sup")]
 
     def start(self) -> BrokerNode:
         """Start `warren_sup` (from a process of the node); blocks until formed.
@@ -354,7 +375,9 @@ class BrokerNode:
         fd = open_private(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "w") as f:
             f.write(json.dumps({"node": self.node.name, "amqp_port": self.amqp_port,
-                                "creation": self.node.creation, "formation": self.formation}))
+                                "creation": self.node.creation, "formation": self.formation,
+                                "management_port": self.management_port,
+                                "prometheus_port": self.prometheus_port}))
         tmp.replace(path / "ready")
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import actors
@@ -41,6 +41,8 @@ from channel.backend import (
     Unblock,
 )
 from channel.classic_args import CLASSIC_ARGS, queue_config, validate_classic_args
+from channel.classic_directory import ClassicDirectory, ClassicRecord, LocalDirectory
+from channel.classic_store import SavedDeclare, open_store
 from channel.consumer_args import check_consume_arguments, consumer_priority
 from channel.consumer_timeout import queue_timeout
 from channel.errors import AmqpError, rs
@@ -70,51 +72,40 @@ def server_name() -> str:
     return "amq.gen-" + secrets.token_urlsafe(16)
 
 
-@dataclass(frozen=True)
-class ClassicRecord:
-    """What the node knows of one classic queue: where it runs and how it was declared."""
-
-    vhost: str
-    name: str
-    pid: Pid
-    durable: bool
-    auto_delete: bool
-    owner: Any
-    arguments: dict[str, Any]
-
-
 class ClassicBackend:
     """The classic queues of one node and the sessions channels use to reach them."""
 
     def __init__(self, node: Node, *, on_deleted: Callable[[str, str], None] | None = None,
                  dead_letter: Callable[[e.DeadLetter], None] | None = None,
-                 queue_sup: Any = QUEUE_SUP) -> None:
+                 queue_sup: Any = QUEUE_SUP,
+                 directory: ClassicDirectory | None = None) -> None:
         self.node = node
-        self.queues: dict[tuple[str, str], ClassicRecord] = {}
+        #: the queue table: the cluster's on a broker, this process's in tests
+        self.directory: ClassicDirectory = directory or LocalDirectory()
         self.on_deleted = on_deleted
         self.queue_sup = queue_sup
         self.env = QueueEnv(dead_letter=dead_letter, on_deleted=self._deleted)
         #: `BrokerContext.check_queue_limits`, asked before a queue is created
         self.queue_limits: QueueLimits | None = None
+        #: the node's message store (`classic.msg_store`) when it has a data dir
+        self.store: Any = None
 
     def set_dead_letter(self, hook: Callable[[e.DeadLetter], None] | None) -> None:
         """Where queues started from now on send their dead letters."""
         self.env = replace(self.env, dead_letter=hook)
 
     def queue_count(self, vhost: str | None = None) -> int:
-        if vhost is None:
-            return len(self.queues)
-        return sum(1 for vh, _name in self.queues if vh == vhost)
+        return len(self.directory.list(vhost))
 
     def lookup(self, vhost: str, name: str) -> ClassicRecord | None:
-        return self.queues.get((vhost, name))
+        return self.directory.lookup(vhost, name)
 
     def session(self, channel: Any, vhost: str, owner: Any, user: str) -> ClassicSession:
         return ClassicSession(self, channel, vhost, owner)
 
     def connection_closed(self, owner: Any) -> None:
         """The owner's exclusive queues go before its ``close-ok`` is written."""
-        for record in [r for r in self.queues.values() if r.owner is not None
+        for record in [r for r in self.directory.list() if r.owner is not None
                        and r.owner == owner]:
             try:
                 gen_server.call(record.pid, c.OwnerDown(), CALL_TIMEOUT)
@@ -126,10 +117,8 @@ class ClassicBackend:
         self._forget(config.vhost, config.name, actors.self())
 
     def _forget(self, vhost: str, name: str, pid: Pid) -> None:
-        record = self.queues.get((vhost, name))
-        if record is None or record.pid != pid:
+        if not self.directory.remove(vhost, name, pid):
             return
-        del self.queues[(vhost, name)]
         if self.on_deleted is not None:
             self.on_deleted(vhost, name)
 
@@ -140,6 +129,11 @@ def _locked(where: str) -> AmqpError:
         f"cannot obtain exclusive access to locked {where}. It could be originally "
         "declared on another connection or the exclusive property value does not match "
         "that of the original declaration.")
+
+
+def _home_up(record: ClassicRecord) -> bool:
+    """Whether the queue's home node is this node or one connected to it."""
+    return record.node == actors.node() or record.node in actors.nodes()
 
 
 def _raise(reply: e.Reply) -> e.Reply:
@@ -168,11 +162,18 @@ class ClassicSession:
     def _not_found(self, name: str) -> AmqpError:
         return AmqpError("NOT_FOUND", f"no {self._where(name)}")
 
+    def _home_down(self, record: ClassicRecord) -> AmqpError:
+        return AmqpError("NOT_FOUND", f"home node '{record.node}' of durable "
+                                      f"{self._where(record.name)} is down or inaccessible")
+
     def _accessible(self, name: str) -> ClassicRecord:
-        """404 for a missing queue, then 405 for another connection's exclusive queue."""
+        """404 for a missing queue or one whose home node is down, then 405 for
+        another connection's exclusive queue."""
         record = self._record(name)
         if record is None:
             raise self._not_found(name)
+        if not _home_up(record):
+            raise self._home_down(record)
         if record.owner is not None and record.owner != self.owner:
             raise _locked(self._where(name))
         return record
@@ -184,6 +185,9 @@ class ClassicSession:
         except CallExit as exc:
             if exc.why == "timeout":
                 raise
+            if not _home_up(record):
+                # the record stays: the queue comes back with its node
+                raise self._home_down(record) from None
             self.b._forget(record.vhost, record.name, record.pid)
             raise self._not_found(record.name) from None
 
@@ -244,8 +248,12 @@ class ClassicSession:
             self.b.queue_limits(self.vhost, name, self.b.queue_count)
         config = queue_config(name, self.vhost, args, durable=durable,
                               auto_delete=auto_delete, owner=owner)
-        result = start_queue(self.b.queue_sup, config, self.b.env)
+        store = None if not durable or self.b.store is None else open_store(
+            self.b.store, SavedDeclare(self.vhost, name, durable, auto_delete, args))
+        result = start_queue(self.b.queue_sup, config, self.b.env, store)
         if result[0] != "ok":
+            if store is not None:
+                store.delete()
             raise AmqpError("INTERNAL_ERROR",
                             f"Cannot declare a queue '{self._where(name)}' on node "
                             f"'{actors.node()}': {result!r}")
@@ -254,15 +262,23 @@ class ClassicSession:
             # its owner was gone already: the queue deleted itself at once, and the
             # client still gets declare-ok, as from RabbitMQ
             return record, True
-        winner = self.b.queues.setdefault((self.vhost, name), record)
-        if winner is not record:
+        winner = self.b.directory.insert(record)
+        ours = winner.pid == record.pid  # (the stored record may be a copy of ours)
+        if not ours:
             gen_server.cast(record.pid, c.Delete())
-        return winner, winner is record
+        return winner, ours
 
     # -------------------------------------------------------- delete, purge
 
     def delete(self, name: str, *, if_unused: bool, if_empty: bool) -> int:
-        if self._record(name) is None:
+        found = self._record(name)
+        if found is None:
+            return 0
+        if not _home_up(found):
+            # RabbitMQ will not force-delete messages it cannot see: only the record goes
+            if if_empty:
+                raise AmqpError("PRECONDITION_FAILED", f"{self._where(name)} not empty")
+            self.b._forget(found.vhost, found.name, found.pid)
             return 0
         record = self._accessible(name)
         try:
@@ -286,7 +302,7 @@ class ClassicSession:
         props = None
         for name in queues:
             record = self._record(name)
-            if record is None:
+            if record is None or not _home_up(record):
                 continue
             if props is None:
                 props = message.decoded_properties()

@@ -1,0 +1,78 @@
+"""Where channels find classic queues: the records of their queue processes.
+
+A classic queue runs as one process on its home node, but every node's
+channels must find it by ``(vhost, name)``: RabbitMQ keeps one queue table in
+its metadata store for all queue types. A `ClassicRecord` is one row of that
+table for a classic queue (its pid names the home node). A broker keeps the
+rows in its replicated metadata store (`broker.classic_directory`); a test
+without a broker uses `LocalDirectory`, a dict for the nodes of one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from actors.pid import Pid
+
+__all__ = ["ClassicDirectory", "ClassicRecord", "LocalDirectory"]
+
+
+@dataclass(frozen=True)
+class ClassicRecord:
+    """One classic queue: where its process runs and how it was declared."""
+
+    vhost: str
+    name: str
+    pid: Pid
+    durable: bool
+    auto_delete: bool
+    owner: Any
+    arguments: Mapping[str, Any]
+
+    @property
+    def node(self) -> str:
+        """The queue's home node: the node its process runs on."""
+        return self.pid.node
+
+    @property
+    def queue_type(self) -> str:
+        return "classic"
+
+
+class ClassicDirectory(Protocol):
+    def lookup(self, vhost: str, name: str) -> ClassicRecord | None: ...
+
+    def list(self, vhost: str | None = None) -> list[ClassicRecord]: ...
+
+    def insert(self, record: ClassicRecord) -> ClassicRecord:
+        """Store `record` unless a queue of that name exists; the stored record."""
+        ...
+
+    def remove(self, vhost: str, name: str, pid: Pid) -> bool:
+        """Remove the record if it still names `pid`; whether it did."""
+        ...
+
+
+class LocalDirectory:
+    """Records in memory, for the nodes of one OS process (tests without a broker)."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], ClassicRecord] = {}
+
+    def lookup(self, vhost: str, name: str) -> ClassicRecord | None:
+        return self.records.get((vhost, name))
+
+    def list(self, vhost: str | None = None) -> list[ClassicRecord]:
+        return [r for r in self.records.values() if vhost is None or r.vhost == vhost]
+
+    def insert(self, record: ClassicRecord) -> ClassicRecord:
+        return self.records.setdefault((record.vhost, record.name), record)
+
+    def remove(self, vhost: str, name: str, pid: Pid) -> bool:
+        record = self.records.get((vhost, name))
+        if record is None or record.pid != pid:
+            return False
+        del self.records[(vhost, name)]
+        return True

@@ -1,0 +1,161 @@
+"""Classic queues in a cluster: every node's channels find a queue declared on any node.
+
+A classic queue runs on its home node, but its record is the cluster's: a
+channel on another node declares it (ok, 405, 406 as RabbitMQ answers),
+publishes to it, gets and consumes from it over the node links. When the home
+node goes down, its transient and exclusive queues are gone, and a durable one
+answers 404 "home node ... is down or inaccessible" until it is deleted.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pika
+import pytest
+
+from tests.broker.amqp_support import closed_by_broker, get_eventually, pump_until
+from tests.broker.broker_support import BrokerProc, connect, eventually, running_cluster
+
+CLASSIC = {"x-queue-type": "classic"}
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
+    with running_cluster(tmp_path_factory.mktemp("classic_cluster"), count=2) as started:
+        yield started
+
+
+@pytest.fixture
+def conns() -> Iterator[list[pika.BlockingConnection]]:
+    opened: list[pika.BlockingConnection] = []
+    yield opened
+    for c in opened:
+        if c.is_open:
+            c.close()
+
+
+def open_conn(node: BrokerProc, conns: list[pika.BlockingConnection]) -> Any:
+    c = connect(node)
+    conns.append(c)
+    return c
+
+
+def test_a_queue_declared_on_one_node_is_the_same_queue_on_another(
+        nodes: list[BrokerProc], conns: list[Any]) -> None:
+    a, b = nodes
+    on_a = open_conn(a, conns).channel()
+    on_a.queue_declare("shared", durable=True, arguments=CLASSIC)
+    on_a.basic_publish("", "shared", b"from a")
+
+    on_b = open_conn(b, conns).channel()
+    assert on_b.queue_declare("shared", passive=True).method.message_count == 1
+    # a redeclare from B finds A's queue: no second queue of that name
+    ok = on_b.queue_declare("shared", durable=True, arguments=CLASSIC)
+    assert ok.method.message_count == 1
+    on_b.basic_publish("", "shared", b"from b")
+    assert get_eventually(on_b, "shared", "first")[2] == b"from a"
+    assert get_eventually(on_b, "shared", "second")[2] == b"from b"
+
+    assert closed_by_broker(lambda: on_b.queue_declare("shared", durable=False,
+                                                       arguments=CLASSIC)) == (
+        406, "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'shared' in "
+             "vhost '/': received 'false' but current is 'true'")
+    open_conn(a, conns).channel().queue_delete("shared")
+
+
+def test_a_consumer_on_another_node_gets_and_acks_the_queues_messages(
+        nodes: list[BrokerProc], conns: list[Any]) -> None:
+    a, b = nodes
+    on_a = open_conn(a, conns).channel()
+    on_a.queue_declare("work", arguments=CLASSIC)
+    conn_b = open_conn(b, conns)
+    on_b = conn_b.channel()
+    got: list[bytes] = []
+
+    def handle(ch: Any, method: Any, _props: Any, body: bytes) -> None:
+        got.append(body)
+        ch.basic_ack(method.delivery_tag)
+    on_b.basic_consume("work", handle)
+    for i in range(3):
+        on_a.basic_publish("", "work", f"m{i}".encode())
+    pump_until(conn_b, lambda: len(got) == 3, "deliveries on node B")
+    assert got == [b"m0", b"m1", b"m2"]
+    assert eventually(lambda: on_a.queue_declare("work", passive=True).method.message_count
+                      == 0 and on_a.queue_declare("work", passive=True).method.consumer_count
+                      == 1)
+    on_b.close()
+    assert eventually(lambda: on_a.queue_declare("work", passive=True).method.consumer_count
+                      == 0)
+    on_a.queue_delete("work")
+
+
+def test_another_nodes_connection_is_locked_out_of_an_exclusive_queue(
+        nodes: list[BrokerProc], conns: list[Any]) -> None:
+    a, b = nodes
+    owner = open_conn(a, conns)
+    owner.channel().queue_declare("mine", exclusive=True)
+    locked = ("RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'mine' in "
+              "vhost '/'. It could be originally declared on another connection or the "
+              "exclusive property value does not match that of the original declaration.")
+    other = open_conn(b, conns)
+    assert closed_by_broker(lambda: other.channel().queue_declare("mine", exclusive=True)) == (
+        405, locked)
+    assert closed_by_broker(lambda: other.channel().queue_declare("mine", passive=True)) == (
+        405, locked)
+    owner.close()
+    ch = other.channel()
+    assert closed_by_broker(lambda: ch.queue_declare("mine", passive=True)) == (
+        404, "NOT_FOUND - no queue 'mine' in vhost '/'")
+
+
+def test_bindings_made_on_one_node_route_publishes_from_another(
+        nodes: list[BrokerProc], conns: list[Any]) -> None:
+    a, b = nodes
+    on_b = open_conn(b, conns).channel()
+    name = on_b.queue_declare("", exclusive=True).method.queue
+    on_b.queue_bind(name, "amq.fanout")
+    open_conn(a, conns).channel().basic_publish("amq.fanout", "", b"fanned")
+    assert get_eventually(on_b, name, "fanout copy")[2] == b"fanned"
+
+
+def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_answer_404(
+        tmp_path: Path) -> None:
+    with running_cluster(tmp_path, count=3) as (a, b, c):
+        home = connect(c)
+        ch = home.channel()
+        ch.queue_declare("keep", durable=True, arguments=CLASSIC)
+        ch.queue_declare("lose", durable=False, arguments=CLASSIC)
+        ch.queue_declare("owned", exclusive=True)
+        watcher = connect(a)
+        try:
+            for name in ("keep", "lose"):
+                watcher.channel().queue_declare(name, passive=True)
+            assert closed_by_broker(lambda: watcher.channel().queue_declare(
+                "owned", passive=True))[0] == 405
+            assert c.proc is not None
+            c.proc.send_signal(signal.SIGKILL)
+            c.proc.wait(10)
+
+            def gone(name: str) -> bool:
+                return closed_by_broker(lambda: watcher.channel().queue_declare(
+                    name, passive=True)) == (404, f"NOT_FOUND - no queue '{name}' in vhost '/'")
+            assert eventually(lambda: gone("lose") and gone("owned"), timeout=30)
+
+            down = (404, f"NOT_FOUND - home node '{c.name}' of durable queue 'keep' in "
+                         "vhost '/' is down or inaccessible")
+            assert closed_by_broker(lambda: watcher.channel().queue_declare(
+                "keep", passive=True)) == down
+            assert closed_by_broker(lambda: watcher.channel().queue_declare(
+                "keep", durable=True, arguments=CLASSIC)) == down
+            assert closed_by_broker(lambda: watcher.channel().basic_get("keep")) == down
+            # deleting it removes the record; the name is free again
+            watcher.channel().queue_delete("keep")
+            assert gone("keep")
+            assert watcher.channel().queue_declare("keep", durable=True,
+                                                   arguments=CLASSIC) is not None
+        finally:
+            watcher.close()
