@@ -115,6 +115,9 @@ NODE_KEYS: dict[str, Kind | Section] = {
     "state_digest_every": Nullable(Int(1), "the default"),
     "dead_letter_worker_consumer_prefetch": Int(1),
     "dead_letter_worker_publisher_confirm_timeout": Int(1, unit=MS),
+    "management_port": Nullable(Int(0, SHORT_MAX, unit="0: any free port"), "none"),
+    "prometheus_port": Nullable(Int(0, SHORT_MAX, unit="0: any free port"), "none"),
+    "management_listener_ip": Text(),
     "amqp": Section(AMQP_KEYS, "a table of AMQP settings"),
     "ra": Section(RA_KEYS, "a table of Ra system settings"),
 }

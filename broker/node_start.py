@@ -43,7 +43,8 @@ def _node_config(args: argparse.Namespace) -> Any:
 
     flags = {"name": args.name, "amqp_port": args.amqp_port, "data_dir": args.data_dir,
              "peers": args.peers, "net_ticktime": args.net_ticktime, "backend": args.backend,
-             "cookie": args.cookie, "rabbitmq_version": args.rabbitmq_version}
+             "cookie": args.cookie, "rabbitmq_version": args.rabbitmq_version,
+             "management_port": args.management_port, "prometheus_port": args.prometheus_port}
     return config.load(args.config, flags)
 
 
@@ -161,6 +162,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     start.add_argument("--cookie", default=None)
     start.add_argument("--rabbitmq-version", default=None,
                        help="the RabbitMQ release to behave as (default: the newest modelled)")
+    start.add_argument("--management-port", default=None,
+                       help="serve RabbitMQ's HTTP API here (15672 as RabbitMQ; 0: free port)")
+    start.add_argument("--prometheus-port", default=None,
+                       help="serve Prometheus metrics here (15692 as RabbitMQ; 0: free port)")
     start.add_argument("--bare", action="store_true",
                        help="only the node and its links: no broker (what the demo runs)")
     start.set_defaults(func=_node_start)

@@ -14,6 +14,14 @@ if ! command -v java >/dev/null 2>&1; then
     exit 1
   fi
 fi
+if ! command -v rabbitmqadmin >/dev/null 2>&1; then
+  # the management tests drive a node with RabbitMQ's own rabbitmqadmin
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -q && apt-get install -y -q rabbitmq-server
+  else
+    echo "warren: rabbitmqadmin not found (apt-get install rabbitmq-server)" >&2
+  fi
+fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi

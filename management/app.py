@@ -1,0 +1,329 @@
+"""The HTTP API's routes: RabbitMQ's paths, status codes and JSON bodies.
+
+Flask maps the paths. The server hands each path over still percent-encoded
+(`management.server`), so a vhost named ``/`` arrives as ``%2F`` in its own
+segment, as RabbitMQ's URLs spell it; each segment is decoded here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+from flask import Flask, Response, request
+
+from broker import ctl_ops
+from broker.node import BrokerNode
+from channel.auth import User
+from management import actions, auth, definitions, health, objects
+from management.amqp import AmqpTarget
+from management.errors import HttpError, bad_request, not_found
+
+__all__ = ["make_app"]
+
+MANAGEMENT_VERSION = "3.10.8"
+EXCHANGE_TYPES = ("direct", "fanout", "headers", "topic")
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body), status, mimetype="application/json")
+
+
+def _body() -> dict[str, Any]:
+    raw = request.get_data(as_text=True)
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise bad_request("{not_json,<<\"invalid JSON\">>}") from None
+    if not isinstance(data, dict):
+        raise bad_request("not_json")
+    return data
+
+
+class Api:
+    """The routes of one node's API; `broker` is the node they read."""
+
+    def __init__(self, broker: BrokerNode) -> None:
+        self.broker = broker
+
+    # ------------------------------------------------------------ helpers
+
+    def login(self, level: str = auth.MANAGEMENT) -> tuple[User, str]:
+        return auth.authenticate(self.broker.ctx.users, request.headers.get("Authorization"),
+                                 level)
+
+    def vhost(self, encoded: str, user: User) -> str:
+        name = unquote(encoded)
+        if name not in self.broker.view.state.vhosts:
+            raise not_found()
+        if name not in auth.visible_vhosts(user, [name]):
+            raise HttpError(401, "not_authorised",
+                            "User not authorised to access virtual host")
+        return name
+
+    def visible(self, user: User, encoded: str | None) -> list[str]:
+        if encoded is not None:
+            return [self.vhost(encoded, user)]
+        return auth.visible_vhosts(user, self.broker.view.state.vhosts)
+
+    def target(self, vhost: str, creds: tuple[User, str]) -> AmqpTarget:
+        return AmqpTarget(self.broker.config.amqp_host, self.broker.amqp_port, vhost,
+                          creds[0].name, creds[1])
+
+    @staticmethod
+    def one(rows: list[dict[str, Any]], name: str) -> Response:
+        for row in rows:
+            if row["name"] == name:
+                return _json(row)
+        raise not_found()
+
+    # ------------------------------------------------------------ routes
+
+    def overview(self) -> Response:
+        self.login()
+        b = self.broker
+        names = list(b.view.state.vhosts)
+        qs = objects.queues(b, names)
+        version = b.release.server.version
+        ready = sum(q["messages_ready"] for q in qs)
+        return _json({
+            "management_version": MANAGEMENT_VERSION, "rates_mode": "basic",
+            "product_name": "RabbitMQ", "product_version": version,
+            "rabbitmq_version": version, "cluster_name": b.config.amqp.get(
+                "cluster_name", b.node.name), "erlang_version": "warren",
+            "erlang_full_version": "warren (Python)", "disable_stats": False,
+            "enable_queue_totals": False, "node": b.node.name,
+            "exchange_types": [{"name": t, "description": "", "enabled": True}
+                               for t in EXCHANGE_TYPES],
+            "message_stats": {}, "churn_rates": {}, "statistics_db_event_queue": 0,
+            "queue_totals": {"messages": ready, "messages_ready": ready,
+                             "messages_unacknowledged": 0},
+            "object_totals": {"queues": len(qs),
+                              "exchanges": len(objects.exchanges(b, names)),
+                              "connections": len(b.ctx.readers),
+                              "channels": b.open_channels(),
+                              "consumers": sum(q["consumers"] for q in qs)},
+            "listeners": [{"node": b.node.name, "protocol": "amqp",
+                           "ip_address": b.config.amqp_host, "port": b.amqp_port,
+                           "socket_opts": {}}],
+            "contexts": [{"node": b.node.name, "description": "RabbitMQ Management",
+                          "path": "/", "port": str(b.config.management_port)}]})
+
+    def nodes(self, name: str | None = None) -> Response:
+        self.login(auth.MONITOR)
+        rows = [objects.node_row(self.broker, n) for n in self.broker.config.all_nodes]
+        return _json(rows) if name is None else self.one(rows, unquote(name))
+
+    def vhosts(self, vhost: str | None = None) -> Response:
+        user, _ = self.login()
+        rows = objects.vhosts(self.broker, self.visible(user, vhost))
+        return _json(rows) if vhost is None else _json(rows[0])
+
+    def users(self, name: str | None = None) -> Response:
+        self.login(auth.ADMIN)
+        users = self.broker.view.state.users
+        if name is None:
+            return _json([objects.user_row(u) for _n, u in sorted(users.items())])
+        user = users.get(unquote(name))
+        if user is None:
+            raise not_found()
+        return _json(objects.user_row(user))
+
+    def permissions(self) -> Response:
+        self.login(auth.ADMIN)
+        return _json(objects.permissions(self.broker))
+
+    def queues(self, vhost: str | None = None, name: str | None = None) -> Response:
+        creds = self.login()
+        names = self.visible(creds[0], vhost)
+        if name is None:
+            return _json(objects.queues(self.broker, names))
+        qname = unquote(name)
+        if request.method == "PUT":
+            actions.declare_queue(self.target(names[0], creds), qname, _body())
+            return Response(status=201)
+        if request.method == "DELETE":
+            actions.delete_queue(self.target(names[0], creds), qname,
+                                 request.args.get("if-unused") == "true",
+                                 request.args.get("if-empty") == "true")
+            return Response(status=204)
+        return self.one(objects.queues(self.broker, names), qname)
+
+    def queue_contents(self, vhost: str, name: str) -> Response:
+        creds = self.login()
+        actions.purge(self.target(self.vhost(vhost, creds[0]), creds), unquote(name))
+        return Response(status=204)
+
+    def queue_get(self, vhost: str, name: str) -> Response:
+        creds = self.login()
+        target = self.target(self.vhost(vhost, creds[0]), creds)
+        return _json(actions.get(target, unquote(name), _body()))
+
+    def exchanges(self, vhost: str | None = None, name: str | None = None) -> Response:
+        creds = self.login()
+        names = self.visible(creds[0], vhost)
+        if name is None:
+            return _json(objects.exchanges(self.broker, names))
+        xname = _exchange_name(name)
+        if request.method == "PUT":
+            actions.declare_exchange(self.target(names[0], creds), xname, _body())
+            return Response(status=201)
+        if request.method == "DELETE":
+            actions.delete_exchange(self.target(names[0], creds), xname,
+                                    request.args.get("if-unused") == "true")
+            return Response(status=204)
+        return self.one(objects.exchanges(self.broker, names), xname)
+
+    def exchange_publish(self, vhost: str, name: str) -> Response:
+        creds = self.login()
+        target = self.target(self.vhost(vhost, creds[0]), creds)
+        return _json({"routed": actions.publish(target, _exchange_name(name), _body())})
+
+    def bindings(self, vhost: str | None = None) -> Response:
+        user, _ = self.login()
+        return _json(objects.bindings(self.broker, self.visible(user, vhost)))
+
+    def binding_create(self, vhost: str, source: str, kind: str, dest: str) -> Response:
+        creds = self.login()
+        target = self.target(self.vhost(vhost, creds[0]), creds)
+        if request.method == "GET":
+            rows = [b for b in objects.bindings(self.broker, [target.vhost])
+                    if b["source"] == _exchange_name(source) and b["destination"] ==
+                    unquote(dest) and b["destination_type"][0] == kind]
+            return _json(rows)
+        body = _body()
+        actions.bind(target, _exchange_name(source), kind, unquote(dest), body)
+        key = objects.props_key(str(body.get("routing_key", "")), {})
+        return Response(status=201, headers={"Location": key})
+
+    def binding_delete(self, vhost: str, source: str, kind: str, dest: str,
+                       props: str) -> Response:
+        creds = self.login()
+        target = self.target(self.vhost(vhost, creds[0]), creds)
+        key = unquote(props)
+        actions.unbind(target, _exchange_name(source), kind, unquote(dest),
+                       "" if key == "~" else key)
+        return Response(status=204)
+
+    def connections(self) -> Response:
+        user, _ = self.login()
+        rows = objects.connections(self.broker)
+        return _json([r for r in rows if auth.can_see_all(user) or r["user"] == user.name])
+
+    def channels(self) -> Response:
+        self.login()
+        return _json(objects.channels(self.broker))
+
+    def consumers(self, vhost: str | None = None) -> Response:
+        user, _ = self.login()
+        self.visible(user, vhost)
+        return _json([])
+
+    def policies(self, vhost: str | None = None) -> Response:
+        user, _ = self.login()
+        return _json(objects.policies(self.broker, self.visible(user, vhost)))
+
+    def definitions(self) -> Response:
+        user, password = self.login(auth.ADMIN)
+        if request.method == "POST":
+            definitions.load(self.broker, _body(), user.name, password)
+            return Response(status=204)
+        return _json(definitions.export(self.broker))
+
+    def alarms(self, local: bool) -> Response:
+        self.login()
+        status, body = health.alarms(self.broker, local)
+        return _json(body, status)
+
+    def quorum_critical(self) -> Response:
+        self.login()
+        status, body = health.quorum_critical(self.broker)
+        return _json(body, status)
+
+    def aliveness(self, vhost: str) -> Response:
+        creds = self.login()
+        target = self.target(self.vhost(vhost, creds[0]), creds)
+        actions.declare_queue(target, "aliveness-test", {"durable": False})
+        actions.publish(target, "", {"routing_key": "aliveness-test", "properties": {},
+                                     "payload": "test_message", "payload_encoding": "string"})
+        got = actions.get(target, "aliveness-test", {"ackmode": "ack_requeue_false"})
+        if not got:
+            return _json({"status": "failed", "reason": "no message"}, 503)
+        return _json({"status": "ok"})
+
+
+def _exchange_name(encoded: str) -> str:
+    name = unquote(encoded)
+    return "" if name == "amq.default" else name
+
+
+def _route(app: Flask, rule: str, view: Callable[..., Response],
+           methods: tuple[str, ...] = ("GET",), **defaults: Any) -> None:
+    app.add_url_rule(rule, f"{view.__name__}:{rule}", view, methods=list(methods),
+                     defaults=defaults or None)
+
+
+def make_app(broker: BrokerNode) -> Flask:
+    """The WSGI application of `broker`'s management API."""
+    app = Flask("warren.management")
+    api = Api(broker)
+    rw = ("GET", "PUT", "DELETE")
+    _route(app, "/api/overview", api.overview)
+    _route(app, "/api/nodes", api.nodes)
+    _route(app, "/api/nodes/<name>", api.nodes)
+    _route(app, "/api/vhosts", api.vhosts)
+    _route(app, "/api/vhosts/<vhost>", api.vhosts)
+    _route(app, "/api/users", api.users)
+    _route(app, "/api/users/<name>", api.users)
+    _route(app, "/api/permissions", api.permissions)
+    _route(app, "/api/queues", api.queues)
+    _route(app, "/api/queues/<vhost>", api.queues)
+    _route(app, "/api/queues/<vhost>/<name>", api.queues, rw)
+    _route(app, "/api/queues/<vhost>/<name>/contents", api.queue_contents, ("DELETE",))
+    _route(app, "/api/queues/<vhost>/<name>/get", api.queue_get, ("POST",))
+    _route(app, "/api/exchanges", api.exchanges)
+    _route(app, "/api/exchanges/<vhost>", api.exchanges)
+    _route(app, "/api/exchanges/<vhost>/<name>", api.exchanges, rw)
+    _route(app, "/api/exchanges/<vhost>/<name>/publish", api.exchange_publish, ("POST",))
+    _route(app, "/api/bindings", api.bindings)
+    _route(app, "/api/bindings/<vhost>", api.bindings)
+    _route(app, "/api/bindings/<vhost>/e/<source>/<any(q, e):kind>/<dest>",
+           api.binding_create, ("GET", "POST"))
+    _route(app, "/api/bindings/<vhost>/e/<source>/<any(q, e):kind>/<dest>/<props>",
+           api.binding_delete, ("DELETE",))
+    _route(app, "/api/connections", api.connections)
+    _route(app, "/api/channels", api.channels)
+    _route(app, "/api/consumers", api.consumers)
+    _route(app, "/api/consumers/<vhost>", api.consumers)
+    _route(app, "/api/policies", api.policies)
+    _route(app, "/api/policies/<vhost>", api.policies)
+    _route(app, "/api/definitions", api.definitions, ("GET", "POST"))
+    _route(app, "/api/health/checks/alarms", api.alarms, local=False)
+    _route(app, "/api/health/checks/local-alarms", api.alarms, local=True)
+    _route(app, "/api/health/checks/node-is-quorum-critical", api.quorum_critical)
+    _route(app, "/api/aliveness-test/<vhost>", api.aliveness)
+
+    @app.errorhandler(HttpError)
+    def _refused(exc: HttpError) -> Response:
+        response = _json(exc.body(), exc.status)
+        if exc.error == "not_authorized":
+            response.headers["WWW-Authenticate"] = 'Basic realm="RabbitMQ Management"'
+        return response
+
+    @app.errorhandler(ctl_ops.CtlError)
+    def _ctl_refused(exc: ctl_ops.CtlError) -> Response:
+        return _json(bad_request(str(exc)).body(), 400)
+
+    @app.errorhandler(404)
+    def _no_route(_exc: Any) -> Response:
+        return _json(not_found().body(), 404)
+
+    @app.errorhandler(405)
+    def _no_method(_exc: Any) -> Response:
+        return _json({"error": "Method Not Allowed", "reason": "Method Not Allowed"}, 405)
+
+    return app

@@ -1,0 +1,141 @@
+"""JSON shapes of RabbitMQ's management API for what the broker holds.
+
+Every function reads the node's copy of the metadata (`BrokerNode.view`) or calls
+`broker.ctl_ops` (the functions `warren ctl` runs) in a process of the node, and
+returns the rows with RabbitMQ's keys. Password hashes never appear here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker import ctl_ops
+from broker.node import BrokerNode
+from channel.auth import User
+from management.calls import in_node
+
+__all__ = ["bindings", "channels", "connections", "exchanges", "node_row", "permissions",
+           "policies", "queue_row", "queues", "user_row", "vhosts"]
+
+DEFAULT_EXCHANGE = ""
+
+
+def vhosts(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
+    return [{"name": v, "description": "", "tags": [], "default_queue_type": "classic",
+             "metadata": {"description": "", "tags": []}, "tracing": False,
+             "cluster_state": {n: "running" for n in _running(broker)}} for v in names]
+
+
+def _running(broker: BrokerNode) -> list[str]:
+    me = broker.node.name
+    return sorted({me, *(n for n in broker.up_nodes if n in broker.config.all_nodes)})
+
+
+def user_row(user: User) -> dict[str, Any]:
+    return {"name": user.name, "tags": list(user.tags), "limits": dict(user.limits)}
+
+
+def permissions(broker: BrokerNode) -> list[dict[str, Any]]:
+    users = broker.view.state.users
+    return [{"user": name, "vhost": vh, "configure": p.configure, "write": p.write,
+             "read": p.read} for name, u in sorted(users.items())
+            for vh, p in sorted(u.permissions.items())]
+
+
+def node_row(broker: BrokerNode, name: str) -> dict[str, Any]:
+    running = name in _running(broker)
+    return {"name": name, "type": "disc", "running": running,
+            "cluster_links": [], "partitions": [], "being_drained": False,
+            "mem_alarm": False, "disk_free_alarm": False,
+            "rates_mode": "basic", "uptime": 0,
+            "applications": [{"name": "rabbit", "description": "RabbitMQ",
+                              "version": broker.release.server.version}]}
+
+
+def queue_row(broker: BrokerNode, vhost: str, row: dict[str, Any]) -> dict[str, Any]:
+    record = broker.registry.lookup(vhost, row["name"])
+    args = dict(record.arguments) if record is not None else {}
+    messages = row.get("messages") or 0
+    out: dict[str, Any] = {
+        "name": row["name"], "vhost": vhost, "type": row["type"],
+        "durable": record.durable if record is not None else False,
+        "auto_delete": False, "exclusive": False, "arguments": args,
+        "node": row["leader"], "state": "running",
+        "messages": messages, "messages_ready": messages, "messages_unacknowledged": 0,
+        "consumers": row.get("consumers") or 0, "policy": row.get("policy"),
+        "effective_policy_definition": {}}
+    if row["type"] == "quorum":
+        out.update(leader=row["leader"], members=row["members"],
+                   online=[m for m in row["members"] if m in _running(broker)])
+    return out
+
+
+def queues(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for vhost in names:
+        rows += [queue_row(broker, vhost, r) for r in in_node(broker.node,
+                                                              ctl_ops.list_queues, vhost)]
+    return rows
+
+
+def exchanges(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
+    vhs = broker.view.state.topology.vhosts
+    return [{"name": x.name, "vhost": vhost, "type": x.type, "durable": x.durable,
+             "auto_delete": x.auto_delete, "internal": x.internal,
+             "arguments": dict(x.arguments), "user_who_performed_action": "rmq-internal"}
+            for vhost in names if vhost in vhs
+            for x in sorted(vhs[vhost].exchanges.values(), key=lambda x: x.name)]
+
+
+def bindings(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
+    """Each queue's binding to the default exchange first, as RabbitMQ lists them."""
+    vhs = broker.view.state.topology.vhosts
+    rows: list[dict[str, Any]] = []
+    for vhost in names:
+        for q in in_node(broker.node, ctl_ops.list_queues, vhost):
+            rows.append(_binding(vhost, DEFAULT_EXCHANGE, "queue", q["name"], q["name"], ()))
+        if vhost in vhs:
+            for source, per in sorted(vhs[vhost].bindings.items()):
+                rows += [_binding(vhost, source, b.kind, b.destination, b.key, b.arguments)
+                         for b in per]
+    return rows
+
+
+def _binding(vhost: str, source: str, kind: str, destination: str, key: str,
+             arguments: Any) -> dict[str, Any]:
+    return {"source": source, "vhost": vhost, "destination": destination,
+            "destination_type": kind, "routing_key": key, "arguments": dict(arguments),
+            "properties_key": props_key(key, dict(arguments))}
+
+
+def props_key(key: str, arguments: dict[str, Any]) -> str:
+    """RabbitMQ's binding id in URLs: the routing key, or ``~`` when it is empty
+    (bindings with arguments get a hash suffix there; here they are listed only)."""
+    return "~" if key == "" and not arguments else key.replace("%", "%25")
+
+
+def policies(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for vhost in names:
+        rows += in_node(broker.node, ctl_ops.list_policies, vhost)
+    return rows
+
+
+def connections(broker: BrokerNode) -> list[dict[str, Any]]:
+    out = []
+    for r in in_node(broker.node, ctl_ops.list_connections):
+        host, _, port = str(r["peer"]).rpartition(":") if r.get("peer") else ("", "", "")
+        out.append({"name": r["pid"], "node": broker.node.name, "user": r["user"],
+                    "vhost": r["vhost"], "state": r["state"] or "running",
+                    "channels": r["channels"] or 0, "protocol": "AMQP 0-9-1",
+                    "type": "network", "peer_host": host, "peer_port": port})
+    return out
+
+
+def channels(broker: BrokerNode) -> list[dict[str, Any]]:
+    return [{"name": f"{r['connection']} ({r['number']})", "number": r["number"],
+             "node": broker.node.name, "connection_details": {"name": r["connection"]},
+             "state": r["state"] or "running", "consumer_count": r["consumers"] or 0,
+             "messages_unacknowledged": r["messages_unacknowledged"] or 0,
+             "messages_unconfirmed": r["messages_unconfirmed"] or 0}
+            for r in in_node(broker.node, ctl_ops.list_channels)]

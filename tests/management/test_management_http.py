@@ -1,0 +1,84 @@
+"""The HTTP API answers as RabbitMQ's management plugin: status codes and bodies."""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from tests.management.conftest import Managed
+
+
+def call(m: Managed, method: str, path: str, body: Any = None,
+         auth: tuple[str, str] | None = ("guest", "guest"),
+         raw: bytes | None = None) -> tuple[int, Any]:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None
+                                        else None)
+    req = urllib.request.Request(m.api + path, data=data, method=method,
+                                 headers={"content-type": "application/json"})
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            text = resp.read()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        text = exc.read()
+        return exc.code, json.loads(text) if text else None
+
+
+def test_overview_names_the_node_and_its_amqp_listener(managed: Managed) -> None:
+    status, body = call(managed, "GET", "/api/overview")
+    assert status == 200
+    assert body["node"] == managed.node.name
+    assert body["listeners"][0]["port"] == managed.node.amqp_port
+
+
+def test_no_credentials_is_401_and_wrong_ones_not_authorized(managed: Managed) -> None:
+    assert call(managed, "GET", "/api/overview", auth=None)[0] == 401
+    assert call(managed, "GET", "/api/overview", auth=("guest", "nope")) == (
+        401, {"error": "not_authorized", "reason": "Not_Authorized"})
+
+
+def test_unknown_vhost_and_queue_are_404(managed: Managed) -> None:
+    assert call(managed, "GET", "/api/queues/nowhere")[0] == 404
+    status, body = call(managed, "GET", "/api/queues/%2F/no-such-queue")
+    assert status == 404 and body["error"] == "Object Not Found"
+
+
+def test_bad_json_is_400_bad_request(managed: Managed) -> None:
+    status, body = call(managed, "PUT", "/api/queues/%2F/q-bad", raw=b"{not json")
+    assert status == 400 and body["error"] == "bad_request"
+
+
+def test_users_never_show_password_hashes(managed: Managed) -> None:
+    status, body = call(managed, "GET", "/api/users")
+    assert status == 200
+    assert [u["name"] for u in body] == ["guest"]
+    assert "password_hash" not in body[0]
+
+
+def test_a_queue_is_declared_published_to_got_and_deleted(managed: Managed) -> None:
+    q = "/api/queues/%2F/http-q"
+    assert call(managed, "PUT", q, {"durable": True,
+                                    "arguments": {"x-queue-type": "quorum"}})[0] == 201
+    status, body = call(managed, "POST", "/api/exchanges/%2F/amq.default/publish",
+                        {"properties": {}, "routing_key": "http-q", "payload": "hello",
+                         "payload_encoding": "string"})
+    assert (status, body) == (200, {"routed": True})
+    status, got = call(managed, "POST", q + "/get",
+                       {"count": 5, "ackmode": "ack_requeue_false", "encoding": "auto"})
+    assert status == 200 and [m["payload"] for m in got] == ["hello"]
+    status, row = call(managed, "GET", q)
+    assert status == 200 and row["type"] == "quorum" and row["vhost"] == "/"
+    assert call(managed, "DELETE", q)[0] == 204
+    assert call(managed, "GET", q)[0] == 404
+
+
+def test_health_checks_pass_on_a_healthy_node(managed: Managed) -> None:
+    for path in ("/api/health/checks/alarms", "/api/health/checks/local-alarms",
+                 "/api/health/checks/node-is-quorum-critical", "/api/aliveness-test/%2F"):
+        assert call(managed, "GET", path) == (200, {"status": "ok"}), path

@@ -1,0 +1,46 @@
+"""The Prometheus endpoint parses as Prometheus text with RabbitMQ's metric names."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pika
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.management.conftest import Managed
+
+
+def scrape(m: Managed, path: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{m.prometheus_port}{path}",
+                                timeout=30) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def test_metrics_name_connections_queues_and_raft_state(managed: Managed) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", managed.node.amqp_port, connection_attempts=1))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("prom-q", durable=True, arguments={"x-queue-type": "quorum"})
+        ch.confirm_delivery()
+        for _ in range(3):
+            ch.basic_publish("", "prom-q", b"m")
+        aggregated = scrape(managed, "/metrics")
+        assert aggregated["rabbitmq_connections"][0][1] >= 1
+        assert aggregated["rabbitmq_queue_messages_ready"][0][1] >= 3
+        per = scrape(managed, "/metrics/per-object")
+        mine = {"vhost": "/", "queue": "prom-q"}
+        assert (mine, 3.0) in per["rabbitmq_queue_messages_ready"]
+        terms = dict((tuple(sorted(lbl.items())), v)
+                     for lbl, v in per["rabbitmq_raft_term_total"])
+        assert terms[tuple(sorted(mine.items()))] >= 1
+        commits = [v for lbl, v in per["rabbitmq_raft_log_commit_index"] if lbl == mine]
+        assert commits and commits[0] >= 4  # the leader's noop and three enqueues
+        ch.queue_delete("prom-q")
+    finally:
+        conn.close()
