@@ -33,6 +33,7 @@ from actors import Node, gen_server
 from actors.gen_server import GenServer
 from broker import queue_expiry
 from broker.alarms import ALARM_SERVER, AlarmServer
+from broker.classic_directory import MetadataDirectory
 from broker.config import NodeConfig
 from broker.formation import form_or_join
 from broker.limits import ReplicatedVhostLimits, peer_counter
@@ -42,6 +43,7 @@ from broker.running import RUNNING, broker_of
 from broker.store import Metadata, MetadataView, ProjectionServer
 from broker.topology import ReplicatedTopology
 from broker.users import ReplicatedUsers
+from channel import classic_store
 from channel.config import BrokerContext, Config
 from classic import queue_sup
 from fifo.machine import SUPPORTED_VERSIONS
@@ -112,6 +114,7 @@ class NetServer(GenServer):
             case ("nodedown", peer):
                 broker.up_nodes.discard(peer)
                 log.warning("node %s down", peer)
+                actors.spawn(broker.classic_directory.node_down, peer)
         return ("noreply", broker)
 
 
@@ -131,7 +134,7 @@ def _start_ra(config: dict[str, Any]) -> Any:
 class MetadataServer(ProjectionServer):
     """Forms or joins the metadata cluster in `init`, then keeps the node's copy."""
 
-    def init(self, broker: BrokerNode) -> Any:
+    def init(self, broker: BrokerNode) -> Any:  # type: ignore[override]  # starts from the node
         from ra import api
 
         how = form_or_join(broker.config.all_nodes, RA_SYSTEM, broker.config.formation_timeout)
@@ -142,6 +145,9 @@ class MetadataServer(ProjectionServer):
         broker.formation = how
         log.info("metadata store: %s", how)
         _recover_queue_members(broker)
+        # transient classic queues of this node's earlier life are gone (a process:
+        # the command's reply waits for this server to apply it)
+        actors.spawn(broker.classic_directory.node_down, broker.node.name)
         return ("ok", broker.view)
 
 
@@ -248,6 +254,8 @@ class BrokerNode:
         self.release = lookup(config.rabbitmq_version, SUPPORTED_VERSIONS)
         self.registry = MetadataRegistry(self.metadata, RA_SYSTEM, config.quorum_cluster_size,
                                          self.release.machine_version)
+        #: the cluster's classic queues, by (vhost, name)
+        self.classic_directory = MetadataDirectory(self.metadata)
         self.up_nodes: set[str] = set()
         self.formation = ""
         self.listener: Any = None
@@ -310,6 +318,7 @@ class BrokerNode:
             {"id": DLX_SUP, "type": "supervisor",
              "start": (supervisor.start_link, [dlx, None, DLX_SUP])},
             queue_sup.child_spec(),
+            *classic_store.child_specs(self.backend, self.config.data_dir),
             _gen(ListenerServer, self, "amqp_listener"),
             *self._management(),
         ]
