@@ -38,6 +38,7 @@ from actors.pid import Pid, Ref
 from classic import commands as c
 from classic import effects as e
 from classic.config import QueueConfig
+from classic.msg_store import STORE_WRITTEN, QueueStore
 from classic.queue import ClassicQueue
 
 __all__ = ["CLASSIC_EVENT", "EOL", "QueueEnv", "QueueProcess", "QueueState"]
@@ -83,6 +84,9 @@ class QueueState:
     env: QueueEnv
     monitors: dict[Hashable, Ref]
     owner_ref: Ref | None = None
+    store: QueueStore | None = None
+    """The queue's files in the node's message store (a durable queue on a node with a
+    data dir); without it a store write counts as done at once."""
     timer: Ref | None = None
     timer_at: int | None = None
     deleted: bool = False
@@ -99,10 +103,14 @@ class QueueProcess(GenServer):
     it for its effects only. ``("info",)`` answers the introspection counts.
     """
 
-    def init(self, args: tuple[QueueConfig, QueueEnv]) -> Any:
-        config, env = args
+    def init(self, args: tuple[QueueConfig, QueueEnv, QueueStore | None,
+                               tuple[e.Delivery, ...]]) -> Any:
+        config, env, store, recovered = args
         actors.process_flag("trap_exit", True)
-        state = QueueState(ClassicQueue(config, _now()), env, {})
+        core = ClassicQueue(config, _now())
+        if recovered:
+            core.restore(recovered, _now())
+        state = QueueState(core, env, {}, store=store)
         owner = config.exclusive_owner
         if owner is not None:
             state.owner_ref = actors.monitor(owner)
@@ -130,6 +138,8 @@ class QueueProcess(GenServer):
                 if state.monitors.get(pid) == ref:
                     del state.monitors[pid]
                     self._apply(state, c.NotifyDown(pid))
+            case (tag, ids) if tag == STORE_WRITTEN:
+                self._apply(state, c.Written(ids))
             case ("timeout", tref, msg_) if msg_ == TICK:
                 if tref == state.timer:
                     state.timer = state.timer_at = None
@@ -171,11 +181,16 @@ class QueueProcess(GenServer):
                     if state.env.dead_letter is not None:
                         state.env.dead_letter(effect)
                 case e.StoreWrite(messages):
+                    if state.store is not None:
+                        state.store.write(messages)  # STORE_WRITTEN comes back
+                        continue
                     written = state.env.store_write(messages)
                     if written:
                         self._execute(state, state.core.apply(c.Written(written), _now())[1])
                 case e.StoreRemove(msg_ids):
-                    if state.env.store_remove is not None:
+                    if state.store is not None:
+                        state.store.remove(msg_ids)
+                    elif state.env.store_remove is not None:
                         state.env.store_remove(msg_ids)
                 case e.Deleted():
                     self._deleted(state, effect)
@@ -185,6 +200,8 @@ class QueueProcess(GenServer):
     def _deleted(self, state: QueueState, effect: e.Deleted) -> None:
         cfg = state.core.config
         state.deleted = True
+        if state.store is not None:
+            state.store.delete()
         for channel, ref in state.monitors.items():
             actors.demonitor(ref, flush=True)
             actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, actors.self(), EOL))

@@ -9,7 +9,7 @@ invariants, so a broken rule fails at the command that broke it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from classic import commands as c
@@ -100,6 +100,26 @@ class ClassicQueue:
         if self.config.expires is None or len(self.consumers) > 0:
             return None
         return self.last_used + self.config.expires
+
+    # --- recovery ---------------------------------------------------------------------------
+
+    def restore(self, messages: Iterable[e.Delivery], now: int) -> None:
+        """Take back the persistent messages a durable queue held before its node
+        stopped, in id order (the ids stay theirs, so the store's records still name
+        them). Each keeps the ``redelivered`` flag it comes with; its TTL, if any,
+        runs again from `now`. Only before the first command."""
+        assert not self.live and self.next_msg_id == 1, "restore into a used queue"
+        for m in messages:
+            entry = Entry(
+                msg_id=m.msg_id, exchange=m.exchange, routing_keys=m.routing_keys,
+                size=m.size, persistent=True, priority=self.config.clamp_priority(m.priority),
+                expiration=m.expiration, expires_at=self._expires_at(m.expiration, now),
+                content=m.content, channel=None, seq=None, stored=True,
+                delivered=m.redelivered)
+            self.live[entry.msg_id] = entry
+            self.ready.push(entry)
+            self.next_msg_id = max(self.next_msg_id, entry.msg_id + 1)
+        self._check_invariants()
 
     # --- the transition function -----------------------------------------------------------
 

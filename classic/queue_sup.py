@@ -2,9 +2,9 @@
 
 RabbitMQ starts every classic queue under one ``simple_one_for_one``
 supervisor per node (per vhost in 3.7+), with ``temporary`` children: a queue
-process that ends is not restarted by it. A restart would need the queue's
-messages back from disk, and there is no message store here yet, so a queue
-that crashes is gone, as a transient queue is in RabbitMQ.
+process that ends is not restarted by it. Durable queues come back from the
+message store when their node starts again (`channel.classic_store`), not
+through this supervisor.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 
 import actors
 from actors import gen_server
+from classic import effects as e
 from classic.config import QueueConfig
+from classic.msg_store import QueueStore
 from classic.process import QueueEnv, QueueProcess
 from supervision import supervisor
 
@@ -35,8 +37,9 @@ class _QueueSup:
         return ("ok", (_FLAGS, [child]))
 
 
-def _start_queue_process(config: QueueConfig, env: QueueEnv) -> Any:
-    return gen_server.start_link(QueueProcess, (config, env))
+def _start_queue_process(config: QueueConfig, env: QueueEnv, store: QueueStore | None = None,
+                         recovered: tuple[e.Delivery, ...] = ()) -> Any:
+    return gen_server.start_link(QueueProcess, (config, env, store, recovered))
 
 
 def start_queue_sup(name: str | None = QUEUE_SUP) -> Any:
@@ -49,8 +52,12 @@ def child_spec(name: str = QUEUE_SUP) -> dict[str, Any]:
     return {"id": name, "type": "supervisor", "start": (start_queue_sup, [name])}
 
 
-def start_queue(sup: Any, config: QueueConfig, env: QueueEnv) -> Any:
-    """Start one queue process under `sup`; ``("ok", pid)`` or the start error."""
+def start_queue(sup: Any, config: QueueConfig, env: QueueEnv, store: QueueStore | None = None,
+                recovered: tuple[e.Delivery, ...] = ()) -> Any:
+    """Start one queue process under `sup`; ``("ok", pid)`` or the start error.
+
+    A durable queue on a node with a message store gets its `store` handle, and,
+    when it comes back after a restart, the messages it held (`recovered`)."""
     if sup is None:
         sup = actors.whereis(QUEUE_SUP)
-    return supervisor.start_child(sup, [config, env])
+    return supervisor.start_child(sup, [config, env, store, recovered])

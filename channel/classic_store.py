@@ -1,0 +1,144 @@
+"""Durable classic queues on disk, seen from the channel side: what a message's
+content is as bytes, what a queue's declare is as a saved record, and bringing
+the node's durable classic queues back when it starts.
+
+Why here and not in `classic/`: the queue core and the message store treat a
+message's content as opaque; only the channel knows it is a `Message` (or a
+dead-lettered quorum-queue message that becomes one when delivered). The store
+keeps the bytes this module makes.
+
+Recovery follows RabbitMQ after an unclean stop: every durable queue comes back
+on its node, empty of transient messages (they were never written), with its
+persistent messages in their order, each flagged ``redelivered`` (the queue
+cannot know which of them had reached a consumer, so it says they may have).
+Non-durable queues were never saved, so they are gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from actors import gen_server
+from channel.backend import Message
+from channel.classic_args import queue_config
+from channel.framing import Content
+from channel.qq_message import QqMessage
+from classic import effects as e
+from classic.msg_store import STORE, QueueStore, StoredQueue, open_queue, recover, start_link
+from classic.queue_sup import start_queue
+
+if TYPE_CHECKING:
+    from channel.classic_queue import ClassicBackend
+
+__all__ = ["SavedDeclare", "child_specs", "decode_content", "encode_content", "open_store",
+           "recover_queues"]
+
+log = logging.getLogger("warren.classic")
+
+
+@dataclass(frozen=True)
+class SavedDeclare:
+    """How a durable classic queue was declared: what a redeclare compares against."""
+
+    vhost: str
+    name: str
+    durable: bool
+    auto_delete: bool
+    arguments: dict[str, Any]
+
+
+def encode_content(content: Any) -> bytes:
+    """A queued message's content as the store keeps it."""
+    m = content.to_message() if isinstance(content, QqMessage) else content
+    c = m.content
+    return pickle.dumps((m.exchange, m.routing_key, tuple(m.routing_keys), c.properties_bin,
+                         c.body, c.class_id), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_content(data: bytes) -> Message:
+    exchange, routing_key, routing_keys, properties_bin, body, class_id = pickle.loads(data)
+    return Message(exchange, routing_key, Content(properties_bin, body, class_id),
+                   routing_keys)
+
+
+def open_store(server: Any, declare: SavedDeclare) -> QueueStore:
+    """Save a new durable queue's declare and get its handle on the store."""
+    return open_queue(server, declare.vhost, declare.name, declare, encode_content)
+
+
+def recover_queues(backend: ClassicBackend) -> int:
+    """Start every durable classic queue the node's store holds; how many came back."""
+    from channel.classic_queue import ClassicRecord
+
+    assert backend.store is not None
+    count = 0
+    for stored in recover(backend.store):
+        declare: SavedDeclare = stored.meta
+        config = queue_config(declare.name, declare.vhost, declare.arguments, durable=True,
+                              auto_delete=declare.auto_delete, owner=None)
+        handle = QueueStore(backend.store, stored.qdir, encode_content)
+        result = start_queue(backend.queue_sup, config, backend.env, handle,
+                             _deliveries(stored))
+        if result[0] != "ok":
+            log.error("classic queue %r in vhost %r not recovered: %r", declare.name,
+                      declare.vhost, result)
+            continue
+        record = ClassicRecord(declare.vhost, declare.name, result[1], True,
+                               declare.auto_delete, None, declare.arguments)
+        if _register(backend, record):
+            count += 1
+        else:
+            log.warning("classic queue %r in vhost %r: declared elsewhere meanwhile; its "
+                        "files stay, the queue is not started", declare.name, declare.vhost)
+            gen_server.stop(result[1])
+    return count
+
+
+def _register(backend: ClassicBackend, record: Any) -> bool:
+    """Put the recovered queue in the node's queue table, in place of the record of its
+    earlier life on this node (a cluster-wide table still holds that one)."""
+    directory = getattr(backend, "directory", None)
+    if directory is None:
+        backend.queues[(record.vhost, record.name)] = record  # type: ignore[attr-defined]
+        return True
+    stored = directory.insert(record)
+    if stored.pid == record.pid:
+        return True
+    if stored.pid.node != record.pid.node:
+        return False
+    directory.remove(stored.vhost, stored.name, stored.pid)
+    return bool(directory.insert(record).pid == record.pid)
+
+
+def _deliveries(stored: StoredQueue) -> tuple[e.Delivery, ...]:
+    return tuple(e.Delivery(m.msg_id, True, m.exchange, m.routing_keys, m.size, True,
+                            m.priority, m.expiration, decode_content(m.content))
+                 for m in stored.messages)
+
+
+def child_specs(backend: Any, data_dir: str | None) -> list[dict[str, Any]]:
+    """The node's message store and the recovery of its durable classic queues, as
+    children of the node's supervisor, after the queue supervisor and before the
+    listener (no channel sees the node before its durable queues are back).
+
+    None on a node without a data dir, or whose backend has no classic queues:
+    there a persistent message is confirmed on arrival and lives in memory only."""
+    classic = getattr(backend, "classic", None)
+    if data_dir is None or classic is None or not hasattr(classic, "store"):
+        return []
+    root = os.path.join(data_dir, "msg_stores", "vhosts")
+    return [{"id": STORE, "start": (start_link, [root, STORE]), "shutdown": 30_000},
+            {"id": "rabbit_classic_queue_recovery", "start": (_recover_child, [classic]),
+             "restart": "transient"}]
+
+
+def _recover_child(classic: ClassicBackend) -> str:
+    classic.store = STORE
+    count = recover_queues(classic)
+    if count:
+        log.info("recovered %d durable classic queue(s)", count)
+    return "ignore"

@@ -1,0 +1,193 @@
+"""The node's message store for durable classic queues (``msg_store_persistent``).
+
+Why a store process: RabbitMQ confirms a persistent message in a durable classic
+queue only once it is on disk, and it gets there through one per-node store that
+writes in batches (``rabbit_msg_store``, with the queue index beside it). Here the
+store is a gen_batch_server: every queue process casts its records to it, and
+each batch — whatever queued while the last one was being written — is appended
+to the queues' files with one ``write`` per file. Then each queue gets
+``(STORE_WRITTEN, ids)`` and confirms those messages. As in RabbitMQ 4.x the
+records are handed to the operating system, not fsynced: a killed node process
+loses nothing confirmed, a lost machine may.
+
+Layout under the store's root (directories 0700, files 0600): one directory
+per durable queue incarnation, ``<digest of vhost and name>-<random>``, holding
+``meta`` (how the queue was declared, written durably when it is created) and
+``log`` (the records of `classic.store_log`). Deleting the queue deletes the
+directory; a queue declared again gets a new one, so a late deletion of the old
+incarnation never touches the new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import secrets
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import actors
+from actors import gen_batch_server
+from actors.gen_batch_server import GenBatchServer
+from classic import effects as e
+from classic.store_log import Recovered, encode_remove, encode_write, replay
+from ra.durable import fsync_dir, make_dirs, open_private, replace_file
+
+__all__ = ["STORE", "STORE_WRITTEN", "MessageStore", "QueueStore", "StoredQueue",
+           "open_queue", "recover", "start_link"]
+
+STORE = "msg_store_persistent"
+"""The registered name of a node's store (upstream's persistent store)."""
+
+STORE_WRITTEN = "msg_store_written"
+"""First element of the message a queue process gets when its records are written."""
+
+_CALL_TIMEOUT = 30_000
+
+
+@dataclass(frozen=True)
+class StoredQueue:
+    """A durable queue found on disk: its declare as saved and its messages."""
+
+    qdir: str
+    meta: Any
+    messages: list[Recovered]
+
+
+@dataclass(frozen=True)
+class QueueStore:
+    """One durable queue's handle on the store, used from its queue process.
+
+    ``encode`` turns the channel's message content into bytes; the store never
+    looks inside them."""
+
+    server: Any
+    qdir: str
+    encode: Callable[[Any], bytes]
+
+    def write(self, messages: tuple[e.Delivery, ...]) -> None:
+        records = b"".join(encode_write(m, self.encode(m.content)) for m in messages)
+        gen_batch_server.cast(self.server, ("write", actors.self(), self.qdir, records,
+                                            tuple(m.msg_id for m in messages)))
+
+    def remove(self, msg_ids: tuple[int, ...]) -> None:
+        gen_batch_server.cast(self.server, ("remove", self.qdir, encode_remove(msg_ids)))
+
+    def delete(self) -> None:
+        gen_batch_server.cast(self.server, ("delete", self.qdir))
+
+
+def open_queue(server: Any, vhost: str, name: str, meta: Any,
+               encode: Callable[[Any], bytes]) -> QueueStore:
+    """Create the files of a new durable queue (its declare saved before this returns)."""
+    qdir = gen_batch_server.call(server, ("open", vhost, name, meta), _CALL_TIMEOUT)
+    return QueueStore(server, qdir, encode)
+
+
+def recover(server: Any) -> list[StoredQueue]:
+    """Every durable queue the store holds, with its messages, in id order."""
+    result: list[StoredQueue] = gen_batch_server.call(server, ("recover",), _CALL_TIMEOUT)
+    return result
+
+
+@dataclass
+class _State:
+    root: str
+    fds: dict[str, int] = field(default_factory=dict)
+
+
+class MessageStore(GenBatchServer):
+    """Batches the records of every durable classic queue of the node into their files."""
+
+    def init(self, root: str) -> Any:
+        make_dirs(root)
+        return ("ok", _State(root))
+
+    def handle_batch(self, ops: list[Any], state: _State) -> Any:
+        buffers: dict[str, list[bytes]] = {}
+        written: dict[Any, list[int]] = {}
+        actions: list[Any] = []
+        for op in ops:
+            match op:
+                case ("cast", ("write", pid, qdir, records, ids)):
+                    buffers.setdefault(qdir, []).append(records)
+                    written.setdefault(pid, []).extend(ids)
+                case ("cast", ("remove", qdir, record)):
+                    buffers.setdefault(qdir, []).append(record)
+                case ("cast", ("delete", qdir)):
+                    buffers.pop(qdir, None)
+                    self._delete(state, qdir)
+                case ("call", from_, ("open", vhost, name, meta)):
+                    actions.append(("reply", from_, self._open(state, vhost, name, meta)))
+                case ("call", from_, ("recover",)):
+                    self._flush(state, buffers)
+                    actions.append(("reply", from_, self._recover(state)))
+                case _:
+                    raise ValueError(f"message store: unexpected {op!r}")
+        self._flush(state, buffers)
+        for pid, ids in written.items():
+            actors.send(pid, (STORE_WRITTEN, tuple(ids)))
+        return ("ok", actions, state)
+
+    def terminate(self, reason: Any, state: _State) -> None:
+        for fd in state.fds.values():
+            os.close(fd)
+        state.fds.clear()
+
+    def _flush(self, state: _State, buffers: dict[str, list[bytes]]) -> None:
+        """One write per queue file: handed to the OS, not synced (as RabbitMQ 4.x)."""
+        for qdir, chunks in buffers.items():
+            fd = state.fds.get(qdir)
+            if fd is None:
+                fd = open_private(os.path.join(state.root, qdir, "log"),
+                                  os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+                state.fds[qdir] = fd
+            view = memoryview(b"".join(chunks))
+            while view:
+                view = view[os.write(fd, view):]
+        buffers.clear()
+
+    def _open(self, state: _State, vhost: str, name: str, meta: Any) -> str:
+        digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:16]
+        qdir = f"{digest}-{secrets.token_hex(4)}"
+        path = os.path.join(state.root, qdir)
+        make_dirs(path)
+        replace_file(os.path.join(path, "meta"), pickle.dumps(meta), os.fsync)
+        fsync_dir(path)
+        fsync_dir(state.root)
+        return qdir
+
+    def _delete(self, state: _State, qdir: str) -> None:
+        fd = state.fds.pop(qdir, None)
+        if fd is not None:
+            os.close(fd)
+        shutil.rmtree(os.path.join(state.root, qdir), ignore_errors=True)
+
+    def _recover(self, state: _State) -> list[StoredQueue]:
+        found: list[StoredQueue] = []
+        for qdir in sorted(os.listdir(state.root)):
+            meta_path = os.path.join(state.root, qdir, "meta")
+            if not os.path.isfile(meta_path):
+                # a queue whose creation never finished: it was never declared
+                shutil.rmtree(os.path.join(state.root, qdir), ignore_errors=True)
+                continue
+            with open(meta_path, "rb") as f:
+                meta = pickle.load(f)
+            log_path = os.path.join(state.root, qdir, "log")
+            data = b""
+            if os.path.isfile(log_path):
+                with open(log_path, "rb") as f:
+                    data = f.read()
+            messages, whole = replay(data)
+            if whole < len(data):
+                os.truncate(log_path, whole)
+            found.append(StoredQueue(qdir, meta, messages))
+        return found
+
+
+def start_link(root: str, name: str | None = STORE) -> Any:
+    """Start a store over `root` linked to the caller (a node's supervision tree)."""
+    return gen_batch_server.start_link(MessageStore(), root, name=name)

@@ -1,0 +1,90 @@
+"""A durable classic queue on a node with a data dir survives a SIGKILL of the node:
+its confirmed persistent messages come back in order, flagged redelivered (as
+RabbitMQ flags them after an unclean stop), while transient messages and
+non-durable queues are gone."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pika
+import pika.exceptions
+import pytest
+
+from tests.broker.broker_support import BrokerProc, connect, plan, start_cluster, stop_all
+
+
+def _kill(b: BrokerProc) -> None:
+    assert b.proc is not None
+    b.proc.send_signal(signal.SIGKILL)
+    b.proc.wait(10)
+
+
+def _drain(ch: pika.adapters.blocking_connection.BlockingChannel, queue: str,
+           ) -> list[tuple[bytes, bool]]:
+    got: list[tuple[bytes, bool]] = []
+    while True:
+        method, _props, body = ch.basic_get(queue, auto_ack=True)
+        if method is None:
+            return got
+        got.append((body, method.redelivered))
+
+
+def test_confirmed_persistent_messages_survive_a_node_sigkill(tmp_path: Path) -> None:
+    (node,) = plan(1, tmp_path)
+    try:
+        start_cluster([node])
+        conn = connect(node)
+        ch = conn.channel()
+        ch.queue_declare("work", durable=True, arguments={"x-queue-type": "classic"})
+        ch.queue_declare("scratch", durable=False)
+        ch.confirm_delivery()
+        persistent = pika.BasicProperties(delivery_mode=2)
+        for i in range(10):
+            ch.basic_publish("", "work", f"p{i}".encode(), persistent)  # returns on confirm
+            ch.basic_publish("", "work", f"t{i}".encode())  # transient
+        ch.basic_publish("", "scratch", b"s", persistent)
+        # one message taken and acked before the kill, one delivered and never acked
+        method, _props, body = ch.basic_get("work")
+        assert body == b"p0"
+        ch.basic_ack(method.delivery_tag)
+        method, _props, body = ch.basic_get("work")
+        assert body == b"t0"
+        _kill(node)
+
+        start_cluster([node])  # same name, port and data dir
+        conn = connect(node)
+        ch = conn.channel()
+        assert _drain(ch, "work") == [(f"p{i}".encode(), True) for i in range(1, 10)]
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
+            ch.queue_declare("scratch", passive=True)
+        assert err.value.reply_code == 404
+        conn.close()
+    finally:
+        stop_all([node])
+
+
+def test_a_deleted_durable_queue_stays_deleted_after_a_restart(tmp_path: Path) -> None:
+    (node,) = plan(1, tmp_path)
+    try:
+        start_cluster([node])
+        conn = connect(node)
+        ch = conn.channel()
+        ch.queue_declare("gone", durable=True, arguments={"x-queue-type": "classic"})
+        ch.confirm_delivery()
+        ch.basic_publish("", "gone", b"x", pika.BasicProperties(delivery_mode=2))
+        ch.queue_delete("gone")
+        ch.queue_declare("kept", durable=True, arguments={"x-queue-type": "classic"})
+        _kill(node)
+
+        start_cluster([node])
+        conn = connect(node)
+        ch = conn.channel()
+        assert ch.queue_declare("kept", passive=True).method.message_count == 0
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
+            ch.queue_declare("gone", passive=True)
+        assert err.value.reply_code == 404
+        conn.close()
+    finally:
+        stop_all([node])
