@@ -46,6 +46,13 @@ class MetadataDirectory:
                             f"{rs('queue', record.name, record.vhost)} exists with another type")
         return stored  # type: ignore[no-any-return]
 
+    def recover(self, record: ClassicRecord) -> ClassicRecord | None:
+        """Point the record of a durable queue of this node at its restarted process,
+        keeping its bindings; the record that holds the name after this, or ``None``
+        when the queue was deleted while the node was down."""
+        _outcome, stored = self.metadata.command(("recover_classic_queue", record))
+        return stored  # type: ignore[no-any-return]
+
     def remove(self, vhost: str, name: str, pid: Pid) -> bool:
         _ok, count = self.metadata.command(("delete_classic_queue", vhost, name, pid))
         return bool(count)

@@ -241,6 +241,8 @@ class MetadataMachine:
                 return replace(s, queues={**s.queues, key: record}), ("created", record), []
             case ("declare_classic_queue", ClassicRecord() as classic):
                 return self._declare_classic(s, classic)
+            case ("recover_classic_queue", ClassicRecord() as classic):
+                return self._recover_classic(s, classic)
             case ("delete_classic_queue", vhost, name, pid):
                 return self._delete_classic(s, [(vhost, name)], pid)
             case ("classic_node_down", str() as node):
@@ -287,6 +289,22 @@ class MetadataMachine:
                               Declared(record.durable, record.auto_delete, record.arguments))
             return s, ("existing", None), []
         return (replace(s, classic_queues={**table, key: record}), ("created", record), [])
+
+    @staticmethod
+    def _recover_classic(s: MetadataState,
+                         record: ClassicRecord) -> tuple[MetadataState, Any, list[Any]]:
+        """A durable queue restarted on its home node: its record now names the new
+        process and its bindings stay (``rabbit_amqqueue:recover``). A queue deleted
+        while its node was down, or whose name another node's queue took, is not
+        recovered (``("gone", None)`` / ``("existing", other)``)."""
+        key = (record.vhost, record.name)
+        table = classic_queues(s)
+        old = table.get(key)
+        if old is None:
+            return s, ("gone", None), []
+        if old.node != record.node:
+            return s, ("existing", old), []
+        return replace(s, classic_queues={**table, key: record}), ("ok", record), []
 
     @staticmethod
     def _delete_classic(s: MetadataState, keys: list[QueueKey],

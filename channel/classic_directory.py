@@ -54,6 +54,11 @@ class ClassicDirectory(Protocol):
         """Remove the record if it still names `pid`; whether it did."""
         ...
 
+    def recover(self, record: ClassicRecord) -> ClassicRecord | None:
+        """A durable queue restarted on its home node takes over its record (bindings
+        kept); the record holding the name after this, ``None`` if the queue is gone."""
+        ...
+
 
 class LocalDirectory:
     """Records in memory, for the nodes of one OS process (tests without a broker)."""
@@ -69,6 +74,10 @@ class LocalDirectory:
 
     def insert(self, record: ClassicRecord) -> ClassicRecord:
         return self.records.setdefault((record.vhost, record.name), record)
+
+    def recover(self, record: ClassicRecord) -> ClassicRecord | None:
+        """The records of one OS process do not outlive it: the queue is declared anew."""
+        return self.insert(record)
 
     def remove(self, vhost: str, name: str, pid: Pid) -> bool:
         record = self.records.get((vhost, name))

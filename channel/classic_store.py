@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from actors import gen_server
 from channel.backend import Message
 from channel.classic_args import queue_config
+from channel.classic_directory import ClassicRecord
 from channel.framing import Content
 from channel.qq_message import QqMessage
 from classic import effects as e
@@ -72,8 +73,6 @@ def open_store(server: Any, declare: SavedDeclare) -> QueueStore:
 
 def recover_queues(backend: ClassicBackend) -> int:
     """Start every durable classic queue the node's store holds; how many came back."""
-    from channel.classic_queue import ClassicRecord
-
     assert backend.store is not None
     count = 0
     for stored in recover(backend.store):
@@ -89,29 +88,19 @@ def recover_queues(backend: ClassicBackend) -> int:
             continue
         record = ClassicRecord(declare.vhost, declare.name, result[1], True,
                                declare.auto_delete, None, declare.arguments)
-        if _register(backend, record):
+        stored = backend.directory.recover(record)
+        if stored is not None and stored.pid == record.pid:
             count += 1
+            continue
+        gen_server.stop(result[1])
+        if stored is None:
+            # deleted while this node was down: its messages go too, as in RabbitMQ
+            handle.delete()
         else:
-            log.warning("classic queue %r in vhost %r: declared elsewhere meanwhile; its "
-                        "files stay, the queue is not started", declare.name, declare.vhost)
-            gen_server.stop(result[1])
+            log.warning("classic queue %r in vhost %r: a queue on %s holds the name; "
+                        "its files stay, the queue is not started", declare.name,
+                        declare.vhost, stored.node)
     return count
-
-
-def _register(backend: ClassicBackend, record: Any) -> bool:
-    """Put the recovered queue in the node's queue table, in place of the record of its
-    earlier life on this node (a cluster-wide table still holds that one)."""
-    directory = getattr(backend, "directory", None)
-    if directory is None:
-        backend.queues[(record.vhost, record.name)] = record  # type: ignore[attr-defined]
-        return True
-    stored = directory.insert(record)
-    if stored.pid == record.pid:
-        return True
-    if stored.pid.node != record.pid.node:
-        return False
-    directory.remove(stored.vhost, stored.name, stored.pid)
-    return bool(directory.insert(record).pid == record.pid)
 
 
 def _deliveries(stored: StoredQueue) -> tuple[e.Delivery, ...]:

@@ -88,3 +88,26 @@ def test_a_deleted_durable_queue_stays_deleted_after_a_restart(tmp_path: Path) -
         conn.close()
     finally:
         stop_all([node])
+
+
+def test_a_recovered_durable_queue_keeps_its_bindings(tmp_path: Path) -> None:
+    (node,) = plan(1, tmp_path)
+    try:
+        start_cluster([node])
+        conn = connect(node)
+        ch = conn.channel()
+        ch.exchange_declare("orders", "direct", durable=True)
+        ch.queue_declare("billing", durable=True, arguments={"x-queue-type": "classic"})
+        ch.queue_bind("billing", "orders", "new")
+        _kill(node)
+
+        start_cluster([node])
+        conn = connect(node)
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.basic_publish("orders", "new", b"o1", pika.BasicProperties(delivery_mode=2),
+                         mandatory=True)  # raises UnroutableError if the binding is gone
+        assert _drain(ch, "billing") == [(b"o1", False)]
+        conn.close()
+    finally:
+        stop_all([node])
