@@ -32,7 +32,9 @@ def dump(target: Path, messages: int, checks: list[str]) -> None:
         opts = f"{QUICK_JIT_OPTIONS} -XX:ArchiveClassesAtExit={target} {QUIET}"
         session = get_session("local[2]", local_dir=str(Path(tmp) / "spark"), log_level="ERROR",
                               conf={"spark.driver.extraJavaOptions": opts})
-        jvm = session.sparkContext._gateway.proc
+        gateway = session.sparkContext._gateway
+        assert gateway is not None  # a live session has its JVM gateway
+        jvm = gateway.proc
         runner.run_checks(load.load(session, run), model.Params(), only=checks or None)
         session.stop()
         # the JVM ends when its stdin closes; the archive is written on the way out

@@ -122,7 +122,7 @@ class History:
         union = maxima[0]
         for df in maxima[1:]:
             union = union.unionByName(df)
-        return int(union.agg(F.max("m")).first()[0] or 0)
+        return int(_single(union.agg(F.max("m"))) or 0)
 
     def first_ts_ns(self, table: str) -> int:
         """The smallest `ts_ns` of `table` (0 when it has no rows): from the Parquet
@@ -132,14 +132,14 @@ class History:
             return int(known)
         if not self.has(table):
             return 0
-        return int(self.tables[table].agg(F.min("ts_ns")).first()[0] or 0)
+        return int(_single(self.tables[table].agg(F.min("ts_ns"))) or 0)
 
     @cached_property
     def drain_end_ns(self) -> int | None:
         """When the last completed drain ended (None: the clients never drained)."""
         ops = self.tables["client_ops"]
-        return ops.where((F.col("kind") == "drain_end") & (F.col("outcome") == "ok")) \
-            .agg(F.max("ts_ns")).first()[0]
+        return _single(ops.where((F.col("kind") == "drain_end") & (F.col("outcome") == "ok"))
+                       .agg(F.max("ts_ns")))
 
     @property
     def drained(self) -> bool:
@@ -271,3 +271,10 @@ def _load_uri(spark: SparkSession, run_uri: str) -> History:
         except AnalysisException:  # PATH_NOT_FOUND: the run recorded no such table
             dfs[t] = empty(spark, t)
     return History(spark, dfs, _meta(dfs["run_meta"].toArrow()))
+
+
+def _single(aggregate: DataFrame) -> Any:
+    """The value of a one-column aggregate without grouping, which always has one row."""
+    row = aggregate.first()
+    assert row is not None
+    return row[0]

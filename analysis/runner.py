@@ -89,12 +89,12 @@ def verdict_of(result: CheckResult) -> tuple[Verdict, DataFrame]:
                     _sample(df) if n else [], note, result.counts), df)
 
 
-def check_workers(master: str) -> int:
+def check_workers(master: str | None) -> int:
     """Default number of checks run at once for a Spark master URL.
 
     `local[N]` gets N + 1 (the driver's share of a cold run is mostly single-threaded
     work that overlaps the executors'); anything else gets `MAX_WORKERS`."""
-    if not master.startswith("local"):
+    if master is None or not master.startswith("local"):
         return MAX_WORKERS
     return max(1, min(MAX_WORKERS, local_cores(master) + 1))
 

@@ -63,7 +63,7 @@ class AlarmServer(GenServer):
 
     def init(self, args: tuple[Alarm, str, Collection[str]]) -> Any:
         alarm, directory, members = args
-        state = {"alarm": alarm, "dir": directory, "watermark": DEFAULT_WATERMARK,
+        state: dict[str, Any] = {"alarm": alarm, "dir": directory, "watermark": DEFAULT_WATERMARK,
                  "disk_free_limit": DEFAULT_DISK_FREE_LIMIT,
                  "members": set(members) - {actors.node()}}
         actors.monitor_nodes(True)

@@ -29,8 +29,10 @@ class Mismatch(ValueError):
 
 
 class Kind(Protocol):
-    #: what the key takes, in words: "an integer from 0 to 65535"
-    expected: str
+    @property
+    def expected(self) -> str:
+        """What the key takes, in words: "an integer from 0 to 65535"."""
+        ...
 
     def parse(self, text: str) -> Any:
         """A flag's text as a file would give the value (unchanged when unreadable)."""

@@ -146,7 +146,7 @@ def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
     from ra import api
 
     record = _record(vhost, name)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for sid in record.servers:
         ov = api.member_overview(sid, INFO_TIMEOUT)
         if not isinstance(ov, dict):
@@ -469,7 +469,7 @@ def list_channels() -> list[dict[str, Any]]:
         for number, ch in sorted(reader.channels.items()):
             info = _ask(ch.pid) or {}
             session = sessions.get(ch.pid)
-            pending = session.pending_raft_commands() if hasattr(
+            pending = session.pending_raft_commands() if session is not None and hasattr(
                 session, "pending_raft_commands") else None
             rows.append({"pid": str(ch.pid), "connection": str(reader.me), "number": number,
                          "state": info.get("state"), "consumers": info.get("consumers"),

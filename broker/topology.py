@@ -25,8 +25,8 @@ class ReplicatedTopology(Topology):
     def __init__(self, metadata: Metadata) -> None:  # no local tables of its own
         self.metadata = metadata
 
-    @property  # type: ignore[override]
-    def vhosts(self) -> dict[str, _VHost]:
+    @property
+    def vhosts(self) -> dict[str, _VHost]:  # type: ignore[override]  # read-only: metadata's
         return self.metadata.view.state.topology.vhosts
 
     def add_vhost(self, vhost: str) -> None:

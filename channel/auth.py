@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import itertools
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
@@ -86,7 +85,8 @@ class User:
 
         A record without `hashing_algorithm` is one whose second field was the
         password in clear: it is marked so (None) until the store converts it."""
-        for f, value in itertools.zip_longest(fields(self), state, fillvalue=_MISSING):
+        for i, f in enumerate(fields(self)):
+            value = state[i] if i < len(state) else _MISSING
             if value is _MISSING:
                 if f.name == "hashing_algorithm":
                     value = None

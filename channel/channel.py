@@ -143,7 +143,6 @@ class ChannelProcess:
         self._arm_tick()
         self.handlers: dict[str, Callable[[Any, Content | None], None]] = {
             "Channel.Flow": self.channel_flow,
-            "Access.Request": self.access_request,
             "Exchange.Declare": self.exchange_declare,
             "Exchange.Delete": self.exchange_delete,
             "Exchange.Bind": self.exchange_bind,
@@ -339,9 +338,6 @@ class ChannelProcess:
         if not m.active:
             raise AmqpError("NOT_IMPLEMENTED", "active=false")
         self.write(Out.of(C.Channel.FlowOk, active=True))
-
-    def access_request(self, _m: Any, _c: Content | None) -> None:
-        self.write(Out.of(C.Access.RequestOk, ticket=1))
 
     # --------------------------------------------------------------- exchange
 

@@ -121,7 +121,7 @@ def _give_up(sup: Any) -> None:
 
 def start_channel_sup_sup(helper_sup: Any) -> Any:
     """At connection.open: the supervisor of the connection's channel supervisors."""
-    template = {"id": "channel_sup", "type": "supervisor", "restart": "transient",
+    template: dict[str, Any] = {"id": "channel_sup", "type": "supervisor", "restart": "transient",
                 "shutdown": "infinity", "start": (start_channel_sup, [])}
     return supervisor.start_child(helper_sup, {
         "id": "channel_sup_sup", "type": "supervisor", "restart": "transient",

@@ -162,7 +162,7 @@ def _decode_generic(index: int, payload: bytes) -> MethodFrame:
     cls = commands.INDEX_MAPPING[index]
     fields = payload[4:]
     check_arguments(cls, fields)
-    method = cls.__new__(cls)
+    method: Any = object.__new__(cls)
     try:
         method.unmarshal(fields)
     except UnicodeDecodeError:

@@ -11,7 +11,7 @@ enqueuer, resend after leader changes and confirm every message.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import actors
@@ -19,6 +19,7 @@ from channel.backend import Rejected, Settled
 from channel.exchange import Topology
 from channel.qq_message import QqMessage
 from channel.quorum_queue import QuorumBackend, QuorumSession
+from fifo.dlx_router import RouterFactory
 
 __all__ = ["QuorumDlxRouter", "router_factory"]
 
@@ -81,7 +82,6 @@ def _outcomes(actions: Sequence[Any]) -> list[Any]:
     return out
 
 
-def router_factory(backend: QuorumBackend, topology: Topology,
-                   ) -> Callable[[Any], QuorumDlxRouter]:
+def router_factory(backend: QuorumBackend, topology: Topology) -> RouterFactory:
     """The `DlxWorkerEnv.router_factory` of a node."""
     return lambda queue_resource: QuorumDlxRouter(backend, topology, queue_resource)

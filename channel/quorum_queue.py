@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import actors
@@ -210,7 +211,7 @@ class QuorumSession:
         """(ready messages, consumers), or (0, 0) when the leader does not answer in time."""
         result = api.leader_query(self._servers(record), query_stat, timeout)
         if result[0] == "ok":
-            return tuple(result[1][1])  # type: ignore[return-value]
+            return tuple(result[1][1])
         return (0, 0)
 
     def exists(self, name: str) -> bool:
@@ -343,8 +344,7 @@ class QuorumSession:
             q = self._queue(name)
             if q is None:
                 continue
-            out = self._run(q, lambda r, q=q, msg=msg, name=name: client.enqueue(
-                name, correlation, msg, q.client, r))
+            out = self._run(q, partial(client.enqueue, name, correlation, msg, q.client))
             if out.tag == "reject_publish":
                 if correlation is not None:
                     actions.append(Rejected(name, (correlation,), "maxlen"))

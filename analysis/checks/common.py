@@ -66,9 +66,8 @@ def vrows(df: DataFrame, check: str, violation: str | Column,
         elif name == "violation":
             col = violation if isinstance(violation, Column) else F.lit(violation)
         else:
-            col = cols.get(name)
-            if col is None:
-                col = F.lit(None)
+            found = cols.get(name)
+            col = F.lit(None) if found is None else found
         out.append(col.cast(spark_type).alias(name))
     return df.select(*out)
 

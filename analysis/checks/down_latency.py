@@ -41,6 +41,7 @@ def histograms(h: History) -> tuple[dict[str, dict[int, int]], dict[str, int]]:
     row = sup.agg(F.sum(F.when(F.col("kind") == "down_sent", 1).otherwise(0)).alias("s"),
                   F.sum(F.when(F.col("kind") == "down_received", 1).otherwise(0)).alias("r")
                   ).first()
+    assert row is not None  # an aggregate without grouping always has its one row
     n_sent, n_received = int(row["s"] or 0), int(row["r"] or 0)
     paired = sum(hist.get("all", {}).values())
     counts = {"down_sent": n_sent, "down_received": n_received,

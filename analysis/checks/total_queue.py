@@ -303,7 +303,7 @@ def _fast_verdict(chains: _Chains, meta: model.RunConfig) -> list[Column]:
     end_queue = chains.name(F.col("p_root"), end)
     dropped = _dropped(meta, end_queue, at_end("ret"), at_end("counted"), at_end("drops"))
     k = F.col("k").cast("int")
-    return ["msg_id", F.lit(True).alias("has_pub"),
+    return [F.col("msg_id"), F.lit(True).alias("has_pub"),
             chains.name(F.col("p_root"), F.lit(0)).alias("pub_queue"),
             F.coalesce("conf", F.lit(False)).alias("conf"),
             F.coalesce("nack", F.lit(False)).alias("nack"),
