@@ -11,13 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 import actors
+from actors import gen_server
 from broker import policy as pol
 from broker.alarms import ALARM_SERVER
 from broker.formation import ping
 from broker.metadata import CLUSTER_NAME, effective_policy
 from broker.node import DLX_SUP, RA_SYSTEM
+from broker.queue_config import machine_config
 from broker.running import broker_of
+from channel.auth import User
+from channel.limits import USER_LIMITS, VHOST_LIMITS, validate_limits
+from channel.permissions import Permission
 from channel.queue_registry import QueueRecord
+from channel.topic_permissions import TopicPermission, validate_pattern
+from fifo import ra_glue
+from ra import api, directory
+from ra.disk_store import DiskStore
 from supervision import supervisor
 
 __all__ = ["CtlError"]
@@ -55,8 +64,6 @@ def _ask(pid: Any, message_tag: str = "info") -> dict[str, Any] | None:
 
 
 def cluster_status() -> dict[str, Any]:
-    from ra import api
-
     broker = broker_of()
     node = actors.get_node()
     nodes = broker.config.all_nodes
@@ -88,8 +95,6 @@ def alarms() -> list[dict[str, str]]:
 
 
 def _call(name: str, request: Any, timeout: int = INFO_TIMEOUT) -> Any:
-    from actors import gen_server
-
     return gen_server.call(name, request, timeout)
 
 
@@ -99,8 +104,6 @@ def _call(name: str, request: Any, timeout: int = INFO_TIMEOUT) -> Any:
 def _overview(record: QueueRecord) -> tuple[dict[str, Any], Any]:
     """The queue machine's overview as its leader reports it (empty when no member
     answers), and the leader's node."""
-    from ra import api
-
     found = api.members(list(record.servers), INFO_TIMEOUT)
     if found[0] != "ok":
         return {}, None
@@ -143,10 +146,8 @@ def list_queues(vhost: str = "/") -> list[dict[str, Any]]:
 
 
 def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
-    from ra import api
-
     record = _record(vhost, name)
-    rows: list[dict[str, Any]] = []
+    rows = []
     for sid in record.servers:
         ov = api.member_overview(sid, INFO_TIMEOUT)
         if not isinstance(ov, dict):
@@ -162,10 +163,6 @@ def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
 
 
 def add_member(vhost: str, name: str, node: str) -> str:
-    from broker.queue_config import machine_config
-    from fifo import ra_glue
-    from ra import api
-
     broker = broker_of()
     record = _record(vhost, name)
     if node not in broker.config.all_nodes:
@@ -191,8 +188,6 @@ def add_member(vhost: str, name: str, node: str) -> str:
 
 
 def delete_member(vhost: str, name: str, node: str) -> str:
-    from ra import api
-
     broker = broker_of()
     record = _record(vhost, name)
     sid = (record.ra_name, node)
@@ -248,8 +243,6 @@ def shrink(node: str) -> list[dict[str, Any]]:
 
 def rebalance() -> list[dict[str, Any]]:
     """`rabbitmq-queues rebalance quorum`: move leaders to members' least-loaded nodes."""
-    from ra import api
-
     broker = broker_of()
     counts: dict[str, int] = dict.fromkeys(broker.config.all_nodes, 0)
     records = sorted(broker.registry.list(), key=lambda r: (r.vhost, r.name))
@@ -322,8 +315,6 @@ def _metadata_reply(reply: Any, user: str) -> str:
 def add_user(name: str, password_hash: str, hashing_algorithm: str) -> str:
     """`rabbitmqctl add_user`: no tags, no permissions. `warren ctl` hashed the
     password before sending the command (`channel.passwords`): none travels in clear."""
-    from channel.auth import User
-
     if not name:
         raise CtlError("user name cannot be empty", 64)
     user = User(name, password_hash, hashing_algorithm=hashing_algorithm)
@@ -362,8 +353,6 @@ def _permission_vhost_known(vhost: str) -> None:
 def set_permissions(vhost: str, name: str, configure: str, write: str, read: str) -> str:
     """`rabbitmqctl set_permissions [-p vhost] user conf write read`."""
     import re
-
-    from channel.permissions import Permission
 
     _permission_vhost_known(vhost)
     for regexp in (configure, write, read):
@@ -404,8 +393,6 @@ def list_permissions(vhost: str = "/") -> list[dict[str, Any]]:
 
 def set_topic_permissions(vhost: str, name: str, exchange: str, write: str, read: str) -> str:
     """`rabbitmqctl set_topic_permissions [-p vhost] user exchange write read`."""
-    from channel.topic_permissions import TopicPermission, validate_pattern
-
     for regexp in (write, read):
         reason = validate_pattern(regexp)
         if reason is not None:
@@ -469,7 +456,7 @@ def list_channels() -> list[dict[str, Any]]:
         for number, ch in sorted(reader.channels.items()):
             info = _ask(ch.pid) or {}
             session = sessions.get(ch.pid)
-            pending = session.pending_raft_commands() if session is not None and hasattr(
+            pending = session.pending_raft_commands() if hasattr(
                 session, "pending_raft_commands") else None
             rows.append({"pid": str(ch.pid), "connection": str(reader.me), "number": number,
                          "state": info.get("state"), "consumers": info.get("consumers"),
@@ -498,15 +485,11 @@ def set_disk_free_limit(value: int) -> str:
 
 
 def stop_member(vhost: str, name: str, node: str) -> str:
-    from ra import api
-
     record = _record(vhost, name)
     return str(api.stop_server(RA_SYSTEM, (record.ra_name, node)))
 
 
 def start_member(vhost: str, name: str, node: str) -> str:
-    from ra import api
-
     record = _record(vhost, name)
     result = api.restart_server(RA_SYSTEM, (record.ra_name, node))
     if result != "ok":
@@ -592,9 +575,6 @@ def resume_node(target: str | None = None) -> str:
 
 def _disk_wal() -> str:
     """The registered name of this node's disk WAL; refused for an in-memory Ra system."""
-    from ra import directory
-    from ra.disk_store import DiskStore
-
     handle = directory.lookup(actors.get_node(), RA_SYSTEM)
     if handle is None or not isinstance(handle.disk, DiskStore):
         raise CtlError(f"{actors.node()} has no disk WAL (started without --data-dir)")
@@ -631,8 +611,6 @@ def _limits_json(text: str) -> Any:
 
 def set_vhost_limits(vhost: str, definition: str) -> str:
     """`rabbitmqctl set_vhost_limits [-p vhost] <definition>`: replaces the vhost's limits."""
-    from channel.limits import VHOST_LIMITS, validate_limits
-
     _vhost_known(vhost)
     limits = _limits_json(definition)
     errors = validate_limits(limits, VHOST_LIMITS, "limits")
@@ -667,8 +645,6 @@ def list_vhost_limits(vhost: str = "/", global_: bool = False) -> Any:
 
 def set_user_limits(name: str, definition: str) -> str:
     """`rabbitmqctl set_user_limits <user> <definition>`: merged into the user's limits."""
-    from channel.limits import USER_LIMITS, validate_limits
-
     limits = _limits_json(definition)
     errors = validate_limits(limits, USER_LIMITS, "user-limits")
     if errors:

@@ -19,6 +19,10 @@ from typing import Any
 
 import actors
 from broker.metadata import CLUSTER_NAME, LOG_INIT_ARGS, MetadataMachine
+from ra import api
+from ra import system as ra_system
+from ra.directory import lookup
+from ra.system import registered_servers_local
 
 __all__ = ["FormationFailed", "form_or_join", "ping", "seed_of"]
 
@@ -49,14 +53,10 @@ def seed_of(peers: list[str]) -> str:
 
 
 def _system_running(system: str) -> bool:
-    from ra.directory import lookup
-
     return lookup(actors.get_node(), system) is not None
 
 
 def _peer_ready(peer: str, system: str) -> bool:
-    from ra import system as ra_system
-
     if ping(peer, 1000) != "pong":
         return False
     return ra_system.rpc(peer, _system_running, system, timeout=2000) is True
@@ -64,8 +64,6 @@ def _peer_ready(peer: str, system: str) -> bool:
 
 def _running_cluster(peers: list[str]) -> Any:
     """`members` of the metadata cluster as some reachable peer sees it, or None."""
-    from ra import api
-
     for peer in peers:
         if ping(peer, 1000) != "pong":
             continue
@@ -76,8 +74,6 @@ def _running_cluster(peers: list[str]) -> Any:
 
 
 def _join(me: str, system: str, members: list[Any], leader: Any) -> str:
-    from ra import api
-
     my_id = (CLUSTER_NAME, me)
     if actors.whereis(CLUSTER_NAME) is not None:
         return "member"
@@ -105,9 +101,6 @@ def form_or_join(peers: list[str], system: str = "default", timeout_s: float = 6
     ``"recovered"`` (restarted from this node's data dir), ``"rejoined"`` or
     ``"joined"``. Runs in a warren process on the node.
     """
-    from ra import api
-    from ra.system import registered_servers_local
-
     node = actors.get_node()
     me = node.name
     others = [p for p in peers if p != me]

@@ -16,6 +16,8 @@ from typing import Any
 import actors
 from broker.queue_config import machine_config
 from channel.queue_registry import QueueRecord
+from fifo.commands import make_update_config
+from ra import api
 
 __all__ = ["policy_changed"]
 
@@ -27,9 +29,6 @@ def policy_changed(records: list[QueueRecord]) -> None:
 
 
 def _update_configs(records: list[QueueRecord]) -> None:
-    from fifo.commands import make_update_config
-    from ra import api
-
     now = int(actors.get_node().clock.system_time_ms())
     for record in records:
         if not record.servers:

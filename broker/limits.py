@@ -20,9 +20,11 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import actors
 from broker.running import broker_of
 from broker.store import Metadata
 from channel.limits import VhostLimits, local_count
+from ra import system as ra_system
 
 if TYPE_CHECKING:
     from broker.node import BrokerNode
@@ -61,9 +63,6 @@ def peer_counter(broker: BrokerNode) -> Any:
     """`BrokerContext.peer_count` of `broker`: the sum of its running peers' counts."""
 
     def peer_count(kind: str, key: str) -> int:
-        import actors
-        from ra import system as ra_system
-
         me = actors.node()
         total = 0
         for peer in broker.registry.running_nodes():

@@ -17,6 +17,7 @@ from actors import gen_server
 from actors.gen_server import GenServer
 from channel import qq_delete
 from channel.qq_delete import QueueDeleter
+from channel.quorum_queue import QuorumBackend
 
 __all__ = ["NAME", "QueueDeleterServer", "child_specs"]
 
@@ -41,8 +42,6 @@ def _start(deleter: QueueDeleter) -> Any:
 
 def child_specs(backend: Any) -> list[dict[str, Any]]:
     """The `queue_deleter` child of a node that serves quorum queues; none otherwise."""
-    from channel.quorum_queue import QuorumBackend
-
     if not isinstance(backend, QuorumBackend):
         return []
     deleter = QueueDeleter(backend.registry, timeout=backend.command_timeout,

@@ -10,7 +10,6 @@ record with it (`541 INTERNAL_ERROR - Cannot declare quorum queue ...`).
 
 from __future__ import annotations
 
-import builtins
 import logging
 from collections.abc import Mapping
 from functools import partial
@@ -24,7 +23,10 @@ from broker.store import Metadata
 from channel.errors import AmqpError, rs
 from channel.queue_args import validate_quorum_args
 from channel.queue_registry import QueueRecord, ServerId
+from fifo import ra_glue
 from fifo.machine import MACHINE_VERSION
+from ra import api
+from ra import system as ra_system
 
 __all__ = ["MetadataRegistry", "choose_nodes"]
 
@@ -108,10 +110,7 @@ class MetadataRegistry:
         self.metadata.command(("update_leader", vhost, name, servers[0]))
         return ("created", self.lookup(vhost, name) or record)
 
-    def _start_cluster(self, record: QueueRecord, nodes: builtins.list[str]) -> Any:
-        from fifo import ra_glue
-        from ra import system as ra_system
-
+    def _start_cluster(self, record: QueueRecord, nodes: list[str]) -> Any:
         config = machine_config(record, int(actors.get_node().clock.system_time_ms()))
         config.pop("name")
         config.pop("queue_resource")
@@ -122,8 +121,6 @@ class MetadataRegistry:
                              timeout=30_000)
 
     def delete(self, vhost: str, name: str) -> None:
-        from ra import api
-
         record = self.lookup(vhost, name)
         if record is None:
             return
@@ -140,7 +137,7 @@ class MetadataRegistry:
 
     # ---------------------------------------------------------------- nodes
 
-    def running_nodes(self) -> builtins.list[str]:
+    def running_nodes(self) -> list[str]:
         """Metadata members this node is connected to, and itself."""
         node = actors.get_node()
         connected = set(node.nodes())

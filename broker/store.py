@@ -21,6 +21,7 @@ from gevent.event import Event
 from actors.gen_server import GenServer
 from broker.metadata import CLUSTER_NAME, MetadataState, initial_state
 from channel.errors import AmqpError
+from ra import api
 
 __all__ = ["Metadata", "MetadataView", "ProjectionServer", "StoreUnavailable"]
 
@@ -92,8 +93,6 @@ class Metadata:
         An `("error", (name, text))` reply of the machine is raised as the
         `AmqpError` it stands for.
         """
-        from ra import api
-
         result = api.process_command(self.servers, cmd, timeout)
         if result[0] != "ok":
             raise StoreUnavailable(f"metadata store unavailable: {result!r}")
@@ -107,6 +106,4 @@ class Metadata:
 
     def members(self, timeout: int = 2000) -> Any:
         """``("ok", member_ids, leader)`` of the metadata cluster, or Ra's error."""
-        from ra import api
-
         return api.members(self.servers, timeout)

@@ -18,6 +18,7 @@ from broker.metadata import CLUSTER_NAME
 from broker.store import Metadata
 from channel.auth import User, Users
 from channel.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
+from ra import api
 
 __all__ = ["ReplicatedUsers", "hash_passwords"]
 
@@ -53,8 +54,6 @@ def hash_passwords(users: tuple[User, ...]) -> None:
 
 
 def _convert(node: str, users: tuple[User, ...]) -> None:
-    from ra import api
-
     try:
         conversions = tuple((u.name, hash_password(u.password_hash), DEFAULT_HASHING_ALGORITHM)
                             for u in users)

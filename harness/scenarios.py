@@ -17,6 +17,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from fifo.replica_trace import valid_digest_every
+
 __all__ = ["FAULTS", "SCENARIOS", "ClientSpec", "FaultSpec", "QueueSpec", "Scenario"]
 
 #: fault name -> whether it has a duration (instant faults have `for_s` 0)
@@ -182,7 +184,6 @@ class Scenario:
             errors.append("a cluster needs at least one node")
         if self.duration_s <= 0:
             errors.append("duration must be positive")
-        from fifo.replica_trace import valid_digest_every
 
         if not valid_digest_every(self.state_digest_every):
             errors.append("state_digest_every must be at least 1")
