@@ -147,7 +147,7 @@ def list_queues(vhost: str = "/") -> list[dict[str, Any]]:
 
 def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
     record = _record(vhost, name)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for sid in record.servers:
         ov = api.member_overview(sid, INFO_TIMEOUT)
         if not isinstance(ov, dict):
@@ -456,7 +456,7 @@ def list_channels() -> list[dict[str, Any]]:
         for number, ch in sorted(reader.channels.items()):
             info = _ask(ch.pid) or {}
             session = sessions.get(ch.pid)
-            pending = session.pending_raft_commands() if hasattr(
+            pending = session.pending_raft_commands() if session is not None and hasattr(
                 session, "pending_raft_commands") else None
             rows.append({"pid": str(ch.pid), "connection": str(reader.me), "number": number,
                          "state": info.get("state"), "consumers": info.get("consumers"),

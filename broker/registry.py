@@ -10,6 +10,7 @@ record with it (`541 INTERNAL_ERROR - Cannot declare quorum queue ...`).
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Mapping
 from functools import partial
@@ -110,7 +111,7 @@ class MetadataRegistry:
         self.metadata.command(("update_leader", vhost, name, servers[0]))
         return ("created", self.lookup(vhost, name) or record)
 
-    def _start_cluster(self, record: QueueRecord, nodes: list[str]) -> Any:
+    def _start_cluster(self, record: QueueRecord, nodes: builtins.list[str]) -> Any:
         config = machine_config(record, int(actors.get_node().clock.system_time_ms()))
         config.pop("name")
         config.pop("queue_resource")
@@ -137,7 +138,7 @@ class MetadataRegistry:
 
     # ---------------------------------------------------------------- nodes
 
-    def running_nodes(self) -> list[str]:
+    def running_nodes(self) -> builtins.list[str]:
         """Metadata members this node is connected to, and itself."""
         node = actors.get_node()
         connected = set(node.nodes())
