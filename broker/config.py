@@ -51,10 +51,10 @@ class NodeConfig:
     #: after which unconfirmed or unroutable dead letters are published again
     dead_letter_worker_consumer_prefetch: int = 32
     dead_letter_worker_publisher_confirm_timeout: int = 180_000
-    #: the management plugin's HTTP API and Prometheus listeners (`management`); None:
-    #: not started, 0: a free port
-    management_port: int | None = None
-    prometheus_port: int | None = None
+    #: the management plugin's HTTP API and Prometheus listeners (`management`) on
+    #: RabbitMQ's ports; 0: a free port, None (null in a file): not served
+    management_port: int | None = 15672
+    prometheus_port: int | None = 15692
     management_listener_ip: str = "127.0.0.1"
     #: overrides of channel.config.Config fields (channel_max, frame_max, heartbeat, ...)
     amqp: dict[str, Any] = field(default_factory=dict)

@@ -82,19 +82,21 @@ def distribution_failure(node: str, exc: BaseException) -> StartupError:
 
 
 def listener_failure(reason: Any) -> StartupError | None:
-    """The AMQP listener's ``could_not_start_listener`` anywhere in a failed start's
-    exit reason (`rabbit_networking`'s error), or None."""
+    """A listener's ``could_not_start_listener`` anywhere in a failed start's exit
+    reason (`rabbit_networking`'s error; the management listeners add their protocol,
+    ``HTTP``, as a fifth element), or None."""
     found = _find_listener_error(reason)
     if found is None:
         return None
-    _tag, host, port, posix = found
-    return StartupError(f"cannot listen for AMQP on {host}:{port}: {describe_posix(posix)}",
-                        EX_UNAVAILABLE)
+    host, port, posix = found[1:4]
+    protocol = found[4] if len(found) == 5 else "AMQP"
+    return StartupError(f"cannot listen for {protocol} on {host}:{port}: "
+                        f"{describe_posix(posix)}", EX_UNAVAILABLE)
 
 
 def _find_listener_error(reason: Any) -> tuple[Any, ...] | None:
     if isinstance(reason, tuple):
-        if len(reason) == 4 and reason[0] == "could_not_start_listener":
+        if len(reason) in (4, 5) and reason[0] == "could_not_start_listener":
             return reason
         for part in reason:
             found = _find_listener_error(part)

@@ -126,7 +126,10 @@ class Cluster:
         self.size = size
         self.settings: dict[str, Any] = {
             "net_ticktime": net_ticktime, "backend": backend, "run_id": run_id,
-            "amqp": dict(amqp or {}), **(extra_config or {})}
+            "amqp": dict(amqp or {}),
+            # several nodes on one host: none serves RabbitMQ's fixed HTTP ports
+            # unless the caller's extra_config gives them ports (0: free ones)
+            "management_port": None, "prometheus_port": None, **(extra_config or {})}
         if history_dir is not None:
             self.settings["history_dir"] = str(history_dir)
         self.nodes: list[NodeSpec] = []

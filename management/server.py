@@ -69,7 +69,7 @@ class ManagementServer(GenServer):
                 for s in servers:
                     s.stop()
                 return ("stop", ("could_not_start_listener", cfg.management_listener_ip,
-                                 port, posix_reason(exc)))
+                                 port, posix_reason(exc), "HTTP"))
         ports = iter(s.server_port for s in servers)
         broker.management_port = next(ports) if cfg.management_port is not None else None
         broker.prometheus_port = next(ports) if cfg.prometheus_port is not None else None

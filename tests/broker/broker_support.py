@@ -21,6 +21,10 @@ from transports.zmq_node import free_port, stop_node_process
 
 ROOT = Path(__file__).resolve().parents[2]
 COOKIE = "warren-broker-tests"
+#: every node of a test serves its management API and metrics on free ports, so
+#: nodes side by side (and tests run side by side) never want RabbitMQ's 15672 / 15692;
+#: given first, a test's own flags win
+FREE_HTTP_PORTS = ("--management-port", "0", "--prometheus-port", "0")
 
 
 def env() -> dict[str, str]:
@@ -47,7 +51,8 @@ def launch(b: BrokerProc, args: list[str]) -> None:
     b.data_dir.parent.mkdir(parents=True, exist_ok=True)
     log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the child
         prefix=f"{b.data_dir.name}-", suffix=".log", dir=b.data_dir.parent, delete=False)
-    b.proc = subprocess.Popen([sys.executable, "-m", "warren_cli", "node", "start", *args],
+    b.proc = subprocess.Popen([sys.executable, "-m", "warren_cli", "node", "start",
+                               *FREE_HTTP_PORTS, *args],
                               cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=log)
     log.close()
     b.proc.log_path = log.name  # type: ignore[attr-defined]

@@ -20,7 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker.broker_support import ROOT, ctl_json, env, launch, plan, stop_all, wait_ready
+from tests.broker.broker_support import (
+    FREE_HTTP_PORTS,
+    ROOT,
+    ctl_json,
+    env,
+    launch,
+    plan,
+    stop_all,
+    wait_ready,
+)
 from transports.zmq_node import free_port, stop_node_process
 
 EX_UNAVAILABLE, EX_CANTCREAT, EX_CONFIG = 69, 73, 78
@@ -43,7 +52,8 @@ class Outcome:
 def start_node(*args: str, timeout: float = 60.0) -> Outcome:
     """Run `warren node start ARGS` until it exits or says `ready` (then it is killed:
     a node that starts is the failure these tests look for)."""
-    proc = subprocess.Popen([sys.executable, "-m", "warren_cli", "node", "start", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "warren_cli", "node", "start",
+                             *FREE_HTTP_PORTS, *args],
                             cwd=ROOT, env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
