@@ -27,6 +27,7 @@ def memory(broker: BrokerNode) -> Any:
 
 
 def quorum(broker: BrokerNode) -> Any:
+    from broker.metadata import vhost_metadata
     from channel.classic_dead_letter import ClassicDeadLetter
     from channel.classic_queue import ClassicBackend
     from channel.quorum_queue import QuorumBackend
@@ -34,5 +35,9 @@ def quorum(broker: BrokerNode) -> Any:
     classic = ClassicBackend(broker.node, on_deleted=broker.topology.remove_queue,
                              directory=broker.classic_directory)
     classic.set_dead_letter(ClassicDeadLetter(broker.topology, classic, broker.registry))
-    return QuorumBackend(broker.node, broker.registry, classic=classic,
-                         net_ticktime=int(broker.config.net_ticktime))
+    backend = QuorumBackend(broker.node, broker.registry, classic=classic,
+                            default_queue_type=broker.config.default_queue_type,
+                            net_ticktime=int(broker.config.net_ticktime))
+    backend.vhost_default_queue_type = lambda vhost: vhost_metadata(
+        broker.view.state, vhost).get("default_queue_type")
+    return backend

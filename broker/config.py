@@ -38,6 +38,9 @@ class NodeConfig:
     #: the RabbitMQ release series this node behaves as (`releases.RELEASES`)
     rabbitmq_version: str = DEFAULT_SERIES
     quorum_cluster_size: int = 3
+    #: the type of a declare without `x-queue-type` where its vhost names none
+    #: (`channel.queue_type`)
+    default_queue_type: str = "quorum"
     formation_timeout: float = 60.0
     cookie: str | None = None
     #: directory for recorded history (analysis.recorder); none records nothing

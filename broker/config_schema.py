@@ -38,6 +38,7 @@ from broker.config_kinds import (
 )
 from channel.assembler import MAX_MSG_SIZE
 from channel.framing import FRAME_MIN_SIZE
+from channel.queue_type import QUEUE_TYPES
 from fifo.machine import SUPPORTED_VERSIONS
 
 __all__ = ["AMQP_KEYS", "NODE_KEYS", "RA_KEYS", "ConfigError", "Section", "check_ra_keys",
@@ -108,6 +109,7 @@ NODE_KEYS: dict[str, Kind | Section] = {
     "backend": Backend(),
     "rabbitmq_version": RabbitRelease(SUPPORTED_VERSIONS),
     "quorum_cluster_size": Int(1),
+    "default_queue_type": OneOf(QUEUE_TYPES),
     "formation_timeout": Number(0, unit="seconds"),
     "cookie": Nullable(Text(), "the default"),
     "history_dir": Nullable(Text(), "none"),

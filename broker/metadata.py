@@ -77,6 +77,13 @@ class MetadataState:
     """vhost -> its `vhost-limits` definition (`max-connections`, `max-queues`)."""
     classic_queues: Mapping[QueueKey, ClassicRecord] = field(default_factory=dict)
     """Classic queues of every node: the pid of each queue's process names its home."""
+    vhost_metadata: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """vhost -> its metadata (`description`, `tags`, `default_queue_type`) where set."""
+
+
+def vhost_metadata(s: MetadataState, vhost: str) -> Mapping[str, Any]:
+    """What `add_vhost` recorded about `vhost` (a state written before it existed has none)."""
+    return getattr(s, "vhost_metadata", {}).get(vhost, {})
 
 
 def classic_queues(s: MetadataState) -> Mapping[QueueKey, ClassicRecord]:
@@ -149,11 +156,9 @@ class MetadataMachine:
                index: int) -> tuple[MetadataState, Any, list[Any]]:
         match cmd:
             case ("add_vhost", vhost):
-                if vhost in s.vhosts:
-                    return s, "ok", []
-                t = _cow_topology(s.topology, None)
-                t.add_vhost(vhost)
-                return replace(s, vhosts=(*s.vhosts, vhost), topology=t), "ok", []
+                return self._add_vhost(s, vhost, {})
+            case ("add_vhost", vhost, dict() as metadata):
+                return self._add_vhost(s, vhost, metadata)
             case ("add_user", User() as added):
                 if added.name in s.users:
                     return s, ("error", "user_already_exists"), []
@@ -274,6 +279,20 @@ class MetadataMachine:
                 del policies[(vhost, name)]
                 return self._repolicy(s, policies)
         return s, ("error", ("unknown_command", cmd)), []
+
+    @staticmethod
+    def _add_vhost(s: MetadataState, vhost: str,
+                   metadata: Mapping[str, Any]) -> tuple[MetadataState, Any, list[Any]]:
+        """A vhost that exists is left as it is (`add_vhost` is idempotent)."""
+        if vhost in s.vhosts:
+            return s, "ok", []
+        t = _cow_topology(s.topology, None)
+        t.add_vhost(vhost)
+        new = replace(s, vhosts=(*s.vhosts, vhost), topology=t)
+        if metadata:
+            new = replace(new, vhost_metadata={**getattr(s, "vhost_metadata", {}),
+                                               vhost: dict(metadata)})
+        return new, "ok", []
 
     def _declare_classic(self, s: MetadataState,
                          record: ClassicRecord) -> tuple[MetadataState, Any, list[Any]]:

@@ -11,9 +11,10 @@ as the channel's `Action`s (spec channel.md §6). The queue table itself is a
 `QueueRegistry`, shared by the nodes of the cluster.
 
 Queues of other types: a declare that resolves to `classic` (an explicit
-`x-queue-type`, or properties a quorum queue cannot have while the node's
-default queue type is `quorum`) goes to the `classic` backend when one is
-configured, and is refused with 406 otherwise; streams are not supported.
+`x-queue-type`, the vhost's or node's default queue type, or properties a
+quorum queue cannot have; `channel.queue_type`) goes to the `classic` backend
+when one is configured, and is refused with 406 otherwise; streams are not
+supported.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from channel.queue_args import (
     validate_quorum_args,
 )
 from channel.queue_registry import QueueRecord, QueueRegistry
+from channel.queue_type import declared_type, default_queue_type
 from fifo import client, client_owner
 from fifo.client_effects import Out
 from fifo.client_records import SOFT_LIMIT, ClientState, init
@@ -80,7 +82,10 @@ class QuorumBackend:
         self.node = node
         self.registry = registry
         self.classic = classic
+        #: the node's `default_queue_type`
         self.default_queue_type = default_queue_type
+        #: a vhost's `default_queue_type` (its metadata), None where it sets none
+        self.vhost_default_queue_type: Callable[[str], str | None] = lambda _vhost: None
         self.on_deleted = on_deleted
         self.soft_limit = soft_limit
         self.net_ticktime = net_ticktime
@@ -108,6 +113,11 @@ class QuorumBackend:
         count = len(self.registry.list(vhost))
         classic_count = getattr(self.classic, "queue_count", None)
         return count + (classic_count(vhost) if classic_count is not None else 0)
+
+    def queue_type_default(self, vhost: str) -> str:
+        """The type of a declare in `vhost` that names none: the vhost's default, else
+        the node's."""
+        return default_queue_type(self.vhost_default_queue_type(vhost), self.default_queue_type)
 
     def session(self, channel: Any, vhost: str, owner: Any, user: str) -> QuorumSession:
         classic = None if self.classic is None else self.classic.session(channel, vhost, owner,
@@ -241,9 +251,9 @@ class QuorumSession:
                 raise self._not_found(name)
             return DeclareOk(name, *self._stat(record, STAT_TIMEOUT))
         args = {k: v for k, v in arguments.items() if k != "x-name-prefix"}
-        if "x-queue-type" not in args:
-            compatible = durable and not exclusive and not auto_delete
-            args["x-queue-type"] = self.b.default_queue_type if compatible else "classic"
+        args["x-queue-type"] = declared_type(args, durable=durable, exclusive=exclusive,
+                                             auto_delete=auto_delete,
+                                             default=self.b.queue_type_default(self.vhost))
         if record is None and self.classic is not None and self.classic.exists(name):
             # an existing classic queue compares the (filled-in) type like any argument
             return self.classic.declare(name, passive=False, durable=durable,
