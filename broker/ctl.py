@@ -41,7 +41,13 @@ def _hashed(password: str) -> tuple[str, str]:
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]] = {
     "cluster_status": ("cluster_status", lambda a: ()),
     "alarms": ("alarms", lambda a: ()),
-    "list_queues": ("list_queues", lambda a: (a.vhost,)),
+    "list_queues": ("list_queues", lambda a: (a.vhost, tuple(a.columns))),
+    "delete_queue": ("delete_queue", lambda a: (a.vhost, a.queue, a.if_unused, a.if_empty)),
+    "purge_queue": ("purge_queue", lambda a: (a.vhost, a.queue)),
+    "list_bindings": ("list_bindings", lambda a: (a.vhost, tuple(a.columns))),
+    "list_vhosts": ("list_vhosts", lambda a: (tuple(a.columns),)),
+    "add_vhost": ("add_vhost", lambda a: (a.name, a.default_queue_type, a.description,
+                                          a.tags)),
     "list_exchanges": ("list_exchanges", lambda a: (a.vhost,)),
     "list_policies": ("list_policies", lambda a: (a.vhost,)),
     "list_connections": ("list_connections", lambda a: ()),
@@ -141,7 +147,8 @@ def add_parser(sub: Any) -> None:
     ctl.add_argument("--timeout", "-t", type=float, default=30.0, help="seconds")
     ctl.add_argument("--cookie", default=None, help="default: WARREN_COOKIE or ~/.warren.cookie")
     cmds = ctl.add_subparsers(dest="ctl_command", required=True)
-    for name in ("cluster_status", "alarms", "list_queues", "list_exchanges", "list_policies",
+    _add_queue_parsers(cmds)
+    for name in ("cluster_status", "alarms", "list_exchanges", "list_policies",
                  "list_connections", "list_channels", "rebalance", "dlx_workers",
                  "heal", "wal_status", "list_users", "list_permissions"):
         cmds.add_parser(name)
@@ -189,6 +196,24 @@ def add_parser(sub: Any) -> None:
     ctl.set_defaults(func=run)
 
 
+def _add_queue_parsers(cmds: Any) -> None:
+    """rabbitmqctl's queue, binding and vhost commands (`broker.ctl_queues`); listings
+    take the info keys to show as columns."""
+    for name in ("list_queues", "list_bindings", "list_vhosts"):
+        _vhost_flag(cmds.add_parser(name)).add_argument("columns", nargs="*",
+                                                        metavar="INFO_KEY")
+    dq = _vhost_flag(cmds.add_parser("delete_queue"))
+    dq.add_argument("queue")
+    dq.add_argument("--if-unused", "-u", action="store_true")
+    dq.add_argument("--if-empty", "-e", action="store_true")
+    _vhost_flag(cmds.add_parser("purge_queue")).add_argument("queue")
+    av = cmds.add_parser("add_vhost")
+    av.add_argument("name")
+    av.add_argument("--default-queue-type", default=None)
+    av.add_argument("--description", default=None)
+    av.add_argument("--tags", default=None, help="comma-separated")
+
+
 def _vhost_flag(p: Any) -> Any:
     """`-p` may also follow the command name, as with rabbitmqctl."""
     p.add_argument("--vhost", "-p", default=argparse.SUPPRESS)
@@ -231,6 +256,8 @@ def _add_limit_parsers(cmds: Any) -> None:
 def _fmt(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, bool):  # as rabbitmqctl prints them
+        return "true" if value else "false"
     if isinstance(value, list | dict):
         return json.dumps(value, sort_keys=True)
     return str(value)
@@ -305,8 +332,11 @@ def _remote(fun_name: str, fun_args: tuple[Any, ...]) -> Any:
 
     if actors.node() not in RUNNING:
         return ("ctl_error", EX_UNAVAILABLE, f"{actors.node()} runs no broker")
+    from broker import ctl_queues
+
+    fun = getattr(ctl_queues, fun_name, None) or getattr(ctl_ops, fun_name)
     try:
-        return ("ok", getattr(ctl_ops, fun_name)(*fun_args))
+        return ("ok", fun(*fun_args))
     except ctl_ops.CtlError as exc:
         return ("ctl_error", exc.code, str(exc))
     except AmqpError as exc:

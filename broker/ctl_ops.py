@@ -117,16 +117,24 @@ def _total(machine: dict[str, Any], *keys: str) -> int | None:
     return sum(machine[k] for k in keys) if all(k in machine for k in keys) else None
 
 
-def list_queues(vhost: str = "/") -> list[dict[str, Any]]:
-    """One row per queue. `messages_dlx` / `message_bytes_dlx` are RabbitMQ's quorum
+def list_queues(vhost: str = "/", columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """One row per queue, or only the `columns` named, as rabbitmqctl's info keys
+    (`broker.ctl_queues`). `messages_dlx` / `message_bytes_dlx` are RabbitMQ's quorum
     queue statistics of the same names: the dead letters an at-least-once queue still
     holds (waiting for, or handed to, its dead-letter worker) and their body bytes."""
+    from broker.ctl_queues import classic_queue_rows, select_columns
+
     broker = broker_of()
     rows = []
     for r in sorted(broker.registry.list(vhost), key=lambda r: r.name):
         machine, leader = _overview(r)
         p = effective_policy(broker.view.state, r.vhost, r.name)
-        rows.append({"name": r.name, "type": "quorum", "messages": machine.get("num_messages"),
+        ready = _total(machine, "num_ready_messages")
+        rows.append({"name": r.name, "type": "quorum", "durable": r.durable,
+                     "auto_delete": False, "exclusive": "",  # rabbitmqctl's blank
+                     "messages_ready": ready,
+                     "messages_unacknowledged": _total(machine, "num_checked_out"),
+                     "messages": machine.get("num_messages"),
                      "consumers": machine.get("num_consumers"),
                      "leader": leader or (r.leader or (None, None))[1],
                      "members": [n for _s, n in r.servers], "policy": p.name if p else None,
@@ -134,6 +142,7 @@ def list_queues(vhost: str = "/") -> list[dict[str, Any]]:
                                             "num_discard_checked_out"),
                      "message_bytes_dlx": _total(machine, "discard_message_bytes",
                                                  "discard_checkout_message_bytes")})
+    rows += classic_queue_rows(vhost)
     local = getattr(broker.backend, "queues", None)
     if isinstance(local, dict):  # the node-local test backend
         for (vh, name), q in sorted(local.items()):
@@ -142,7 +151,7 @@ def list_queues(vhost: str = "/") -> list[dict[str, Any]]:
                              "consumers": len(q.consumers), "leader": actors.node(),
                              "members": [actors.node()], "policy": None,
                              "messages_dlx": None, "message_bytes_dlx": None})
-    return rows
+    return select_columns(rows, columns)
 
 
 def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
