@@ -10,7 +10,7 @@ warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core chi
 ├── rabbit_fifo_dlx_sup      simple_one_for_one: at-least-once dead-letter workers
 ├── rabbit_amqqueue_sup_sup  simple_one_for_one: classic queue processes (temporary)
 ├── amqp_listener            TCP acceptor -> one reader (connection tree) per connection
-├── rabbit_mgmt_sup          HTTP API and Prometheus listeners (when a port is configured)
+├── rabbit_mgmt_sup          the management plugin's HTTP API and Prometheus listeners
 └── recorder                 history sink (only records when a history_dir is configured)
 ```
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -240,12 +241,17 @@ def _gen(module: Any, arg: Any, name: str) -> dict[str, Any]:
 # --------------------------------------------------------------------- node
 
 
+Plugin = Callable[["BrokerNode"], list[dict[str, Any]]]
+"""An enabled plugin: the child specs it adds to `warren_sup` for a node."""
+
+
 class BrokerNode:
     """One node: its config, shared objects and supervision tree."""
 
-    def __init__(self, config: NodeConfig, node: Node) -> None:
+    def __init__(self, config: NodeConfig, node: Node, plugins: Sequence[Plugin] = ()) -> None:
         self.config = config
         self.node = node
+        self.plugins = tuple(plugins)
         self.view = MetadataView()
         self.metadata = Metadata(node.name, self.view, config.all_nodes)
         self.topology = ReplicatedTopology(self.metadata)
@@ -320,15 +326,14 @@ class BrokerNode:
             queue_sup.child_spec(),
             *classic_store.child_specs(self.backend, self.config.data_dir),
             _gen(ListenerServer, self, "amqp_listener"),
-            *self._management(),
+            *self._plugin_children(),
         ]
 
-    def _management(self) -> list[dict[str, Any]]:
-        """The management plugin's listeners, when a port is configured for one."""
-        if self.config.management_port is None and self.config.prometheus_port is None:
-            return []
-        module = importlib.import_module("management.server")
-        return [_gen(module.ManagementServer, self, "rabbit_mgmt_sup")]
+    def _plugin_children(self) -> list[dict[str, Any]]:
+        """The enabled plugins' children, after the core's as RabbitMQ starts its
+        plugins' applications; the command starting the node hands the plugins in
+        (they sit above `broker` in the layers)."""
+        return [spec for plugin in self.plugins for spec in plugin(self)]
 
     def start(self) -> BrokerNode:
         """Start `warren_sup` (from a process of the node); blocks until formed.

@@ -15,7 +15,7 @@ import argparse
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gevent
@@ -65,12 +65,13 @@ def _open_node(cfg: Any) -> Node:
         raise distribution_failure(cfg.name, exc) from None
 
 
-def _start_broker(cfg: Any, node: Node) -> Any:
-    """`BrokerNode.start` from a process of `node`; `StartupError` when it fails."""
+def _start_broker(cfg: Any, node: Node, plugins: Sequence[Any] = ()) -> Any:
+    """`BrokerNode.start` from a process of `node`, with the enabled `plugins`;
+    `StartupError` when it fails."""
     from broker.node import BrokerNode, BrokerStartError
 
     try:
-        return BrokerNode(cfg, node).start()
+        return BrokerNode(cfg, node, plugins).start()
     except BrokerStartError as exc:
         known = listener_failure(exc.reason)
         if known is not None:
@@ -130,7 +131,7 @@ def _run_node(args: argparse.Namespace, up: Callable[[], None]) -> int:
         return 0
     try:
         with node.attached():
-            broker = _start_broker(cfg, node)
+            broker = _start_broker(cfg, node, args.plugins)
             broker.write_ready()
             up()
             print(f"ready {node.creation} {broker.amqp_port} {broker.formation}", flush=True)
@@ -146,8 +147,10 @@ def _run_node(args: argparse.Namespace, up: Callable[[], None]) -> int:
     return 0
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register `node start` on the `warren` command's subparsers."""
+def add_parser(subparsers: argparse._SubParsersAction,
+               plugins: Sequence[Any] = ()) -> argparse.ArgumentParser:
+    """Register `node start` on the `warren` command's subparsers; the nodes it starts
+    run the `plugins` (`broker.node.Plugin`) the command enables."""
     node = subparsers.add_parser("node", help="node commands")
     node_sub = node.add_subparsers(dest="node_command", required=True)
     start = node_sub.add_parser("start", help="run one broker node")
@@ -168,5 +171,5 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                        help="serve Prometheus metrics here (15692 as RabbitMQ; 0: free port)")
     start.add_argument("--bare", action="store_true",
                        help="only the node and its links: no broker (what the demo runs)")
-    start.set_defaults(func=_node_start)
+    start.set_defaults(func=_node_start, plugins=tuple(plugins))
     return node

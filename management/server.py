@@ -80,3 +80,4 @@ class ManagementServer(GenServer):
     def terminate(self, _reason: Any, servers: list[WSGIServer]) -> None:
         for s in servers:
             s.stop(timeout=1)
+

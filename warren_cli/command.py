@@ -9,6 +9,7 @@ from analysis import cli as analysis_cli
 from analysis import compact, jvm_archive
 from broker import ctl, node_start
 from harness import cli as harness_cli
+from management.plugin import plugin as management_plugin
 from warren_cli import demo
 
 __all__ = ["EX_USAGE", "main"]
@@ -24,7 +25,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("-v", "--verbose", action="store_true")
     sub = top.add_subparsers(dest="command", required=True)
     demo.add_parser(sub)
-    node_start.add_parser(sub)
+    node_start.add_parser(sub, plugins=(management_plugin,))
     ctl.add_parser(sub)
     harness_cli.add_parser(sub)
     analysis_cli.add_parser(sub)
