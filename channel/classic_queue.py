@@ -28,6 +28,7 @@ from actors import Node, gen_server
 from actors.pid import CallExit, Pid
 from channel.backend import (
     Action,
+    Block,
     ConsumerCancelled,
     ConsumeSpec,
     DeclareOk,
@@ -52,7 +53,7 @@ from channel.queue_args import Declared, check_equivalence
 from classic import commands as c
 from classic import effects as e
 from classic.config import QueueConfig
-from classic.process import CLASSIC_EVENT, EOL, QueueEnv
+from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, EOL, FLOW, QueueEnv
 from classic.queue_sup import QUEUE_SUP, start_queue
 
 __all__ = ["ClassicBackend", "ClassicRecord", "ClassicSession", "server_name"]
@@ -152,6 +153,8 @@ class ClassicSession:
         self.owner = owner
         #: queue processes this channel consumed from or took messages of
         self.touched: set[Pid] = set()
+        #: credit_flow towards each queue process: publishes it may still be sent
+        self.credit_from: dict[Pid, int] = {}
 
     def _where(self, name: str) -> str:
         return rs("queue", name, self.vhost)
@@ -307,12 +310,26 @@ class ClassicSession:
             if props is None:
                 props = message.decoded_properties()
             expiration = props.expiration
-            gen_server.cast(record.pid, c.Deliver(
+            gen_server.cast(record.pid, (FLOW, c.Deliver(
                 self.channel, correlation, message.exchange,
                 message.routing_keys or (message.routing_key,), message.content.body_size,
                 persistent=props.delivery_mode == 2, priority=props.priority,
-                expiration=None if expiration is None else int(expiration), content=message))
+                expiration=None if expiration is None else int(expiration), content=message)))
+            if self._spend_credit(record.pid):
+                actions.append(Block(name))
         return actions
+
+    def _spend_credit(self, pid: Pid) -> bool:
+        """``credit_flow:send``: one credit spent; True on the step that blocks (1 -> 0)."""
+        credit = self.credit_from.get(pid, CREDIT[0])
+        self.credit_from[pid] = credit - 1
+        return credit == 1
+
+    def _bump_credit(self, name: str, pid: Pid, quantity: int) -> list[Action]:
+        """The queue granted more; the channel resumes on the step above zero."""
+        credit = self.credit_from.get(pid, 0)
+        self.credit_from[pid] = credit + quantity
+        return [Unblock(name)] if credit <= 0 < credit + quantity else []
 
     # -------------------------------------------------------------- consumers
 
@@ -386,8 +403,11 @@ class ClassicSession:
                                       for m in messages))]
             case e.CancelConsumer(_, tag):
                 return [ConsumerCancelled(name, tag)]
+            case (kind, quantity) if kind == BUMP_CREDIT:
+                return self._bump_credit(name, pid, quantity)
             case _ if event == EOL:
                 self.touched.discard(pid)
+                self.credit_from.pop(pid, None)
                 return [QueueEol(name), Unblock(name)]
         raise TypeError(f"classic queue event not understood: {event!r}")
 

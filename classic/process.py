@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import actors
@@ -41,7 +41,8 @@ from classic.config import QueueConfig
 from classic.msg_store import STORE_WRITTEN, QueueStore
 from classic.queue import ClassicQueue
 
-__all__ = ["CLASSIC_EVENT", "EOL", "QueueEnv", "QueueProcess", "QueueState"]
+__all__ = ["BUMP_CREDIT", "CLASSIC_EVENT", "CREDIT", "EOL", "FLOW", "QueueEnv", "QueueProcess",
+           "QueueState"]
 
 log = logging.getLogger("warren.classic")
 
@@ -53,6 +54,18 @@ EOL = "eol"
 via the channel's monitor: forget this queue's pending confirms and unacked messages)."""
 
 TICK = "classic_tick"
+
+FLOW = "flow"
+"""A channel's publish sent with credit: ``(FLOW, Deliver)`` (a ``deliver`` with
+``Flow = flow``); the queue acknowledges the credit as it handles it."""
+
+BUMP_CREDIT = "bump_credit"
+"""The event granting a channel more credit: ``(BUMP_CREDIT, quantity)``."""
+
+CREDIT: tuple[int, int] = (400, 200)
+"""``credit_flow_default_credit``: a channel may send this many flow publishes to a
+queue before it blocks, and the queue grants the second number more after handling
+that many."""
 
 
 def _no_store_write(messages: tuple[e.Delivery, ...]) -> tuple[int, ...]:
@@ -84,6 +97,8 @@ class QueueState:
     env: QueueEnv
     monitors: dict[Hashable, Ref]
     owner_ref: Ref | None = None
+    credit_to: dict[Hashable, int] = field(default_factory=dict)
+    """Flow publishes still to handle, per channel, before it is granted more credit."""
     store: QueueStore | None = None
     """The queue's files in the node's message store (a durable queue on a node with a
     data dir); without it a store write counts as done at once."""
@@ -126,6 +141,9 @@ class QueueProcess(GenServer):
         return ("reply", reply, state)
 
     def handle_cast(self, msg: Any, state: QueueState) -> Any:
+        if type(msg) is tuple and msg[0] == FLOW:
+            msg = msg[1]
+            self._credit_ack(state, msg.channel)
         self._apply(state, msg)
         return ("stop", "normal", state) if state.deleted else ("noreply", state)
 
@@ -137,6 +155,7 @@ class QueueProcess(GenServer):
             case ("DOWN", ref, "process", pid, _reason):
                 if state.monitors.get(pid) == ref:
                     del state.monitors[pid]
+                    state.credit_to.pop(pid, None)
                     self._apply(state, c.NotifyDown(pid))
             case (tag, ids) if tag == STORE_WRITTEN:
                 self._apply(state, c.Written(ids))
@@ -161,6 +180,18 @@ class QueueProcess(GenServer):
         if not state.deleted:
             self._arm(state)
         return reply
+
+    def _credit_ack(self, state: QueueState, channel: Hashable) -> None:
+        """``credit_flow:ack``: one flow publish of `channel` handled; after every
+        `CREDIT`[1] of them the channel may send that many more."""
+        more = CREDIT[1]
+        left = state.credit_to.get(channel, more) - 1
+        if left == 0:
+            cfg = state.core.config
+            actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, actors.self(),
+                                  (BUMP_CREDIT, more)))
+            left = more
+        state.credit_to[channel] = left
 
     def _execute(self, state: QueueState, effects: list[e.Effect]) -> None:
         cfg = state.core.config
