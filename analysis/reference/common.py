@@ -158,9 +158,9 @@ def dark_intervals(h: RefHistory) -> set[Hole]:
     node_servers: dict[str, set[tuple[str, str]]] = defaultdict(set)
     per_server: dict[tuple[str, str], list[tuple[tuple[int, bool, int], Row | None]]] = \
         defaultdict(list)
-    for r in rep:
-        node_servers[r["node"]].add((r["queue"], r["server"]))
-        per_server[(r["queue"], r["server"])].append(((r["ts_ns"], False, r["seq"]), r))
+    for ev in rep:
+        node_servers[ev["node"]].add((ev["queue"], ev["server"]))
+        per_server[(ev["queue"], ev["server"])].append(((ev["ts_ns"], False, ev["seq"]), ev))
     for k in h.rows("nemesis_events", "start"):
         if k["fault"] == "kill":
             for node in k["targets"] or []:

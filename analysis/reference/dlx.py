@@ -22,7 +22,7 @@ def dlx_at_least_once(h: RefHistory, p: Params) -> RefResult:
         if r["kind"] == "dlx_discard" and r["queue"] in sources:
             k = (r["queue"], r["msg_id"])
             discards[k] = min(discards.get(k, BIG), r["ts_ns"])
-    enq: dict[tuple[str, int], set[int]] = defaultdict(set)
+    enq: dict[tuple[str | None, int], set[int]] = defaultdict(set)
     for r in rep:
         if r["kind"] == "applied" and r["cmd_type"] == "enqueue":
             enq[(r["queue"], r["msg_id"])].add(r["raft_index"])

@@ -118,7 +118,7 @@ def dlx_worker_liveness(h: RefHistory, p: Params) -> RefResult:
         if r["kind"] == "leader_elected" and r["ts_ns"] <= at and r["queue"] in sources:
             k = (r["raft_term"] or 0, r["ts_ns"], r["leader"])
             leaders[r["queue"]] = max(leaders.get(r["queue"], k), k)
-    running: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
+    running: dict[str, list[tuple[Any, str | None, int]]] = defaultdict(list)
     for r in checkouts:
         counts["workers"] += 1
         pid, node = _extra(r, "pid"), short_node(r["node"])

@@ -25,7 +25,7 @@ from analysis.reference.history import BIG, RefHistory, RefResult, Row, check_re
 
 
 def _descents(groups: dict[Any, list[Row]], value: str) -> list[tuple[Row, Row]]:
-    out = []
+    out: list[tuple[Row, Row]] = []
     for rows in groups.values():
         rows.sort(key=lambda r: r["delivery_tag"])
         out.extend((a, b) for a, b in pairwise(rows) if a[value] >= b[value])
