@@ -44,14 +44,14 @@ class MetadataDirectory:
         if stored is None:  # a queue of another type holds the name
             raise AmqpError("PRECONDITION_FAILED",
                             f"{rs('queue', record.name, record.vhost)} exists with another type")
-        return stored  # type: ignore[no-any-return]
+        return stored
 
     def recover(self, record: ClassicRecord) -> ClassicRecord | None:
         """Point the record of a durable queue of this node at its restarted process,
         keeping its bindings; the record that holds the name after this, or ``None``
         when the queue was deleted while the node was down."""
         _outcome, stored = self.metadata.command(("recover_classic_queue", record))
-        return stored  # type: ignore[no-any-return]
+        return stored
 
     def remove(self, vhost: str, name: str, pid: Pid) -> bool:
         _ok, count = self.metadata.command(("delete_classic_queue", vhost, name, pid))

@@ -291,6 +291,7 @@ class ClassicSession:
             if exc.name == "NOT_FOUND":
                 return 0
             raise
+        assert isinstance(reply, e.Ok)  # queue.delete answers Ok or an error
         return int(reply.message_count or 0)
 
     def purge(self, name: str) -> int:
@@ -377,6 +378,7 @@ class ClassicSession:
         reply = _raise(self._call(record, c.BasicGet(self.channel, ack_required)))
         if isinstance(reply, e.GetEmpty):
             return None
+        assert isinstance(reply, e.GetOk)  # basic.get answers GetOk, GetEmpty or an error
         d = reply.delivery
         return Got(Delivery((record.pid, d.msg_id), _message(d.content), d.redelivered),
                    reply.message_count)

@@ -88,18 +88,18 @@ def recover_queues(backend: ClassicBackend) -> int:
             continue
         record = ClassicRecord(declare.vhost, declare.name, result[1], True,
                                declare.auto_delete, None, declare.arguments)
-        stored = backend.directory.recover(record)
-        if stored is not None and stored.pid == record.pid:
+        holder = backend.directory.recover(record)
+        if holder is not None and holder.pid == record.pid:
             count += 1
             continue
         gen_server.stop(result[1])
-        if stored is None:
+        if holder is None:
             # deleted while this node was down: its messages go too, as in RabbitMQ
             handle.delete()
         else:
             log.warning("classic queue %r in vhost %r: a queue on %s holds the name; "
                         "its files stay, the queue is not started", declare.name,
-                        declare.vhost, stored.node)
+                        declare.vhost, holder.node)
     return count
 
 
