@@ -31,10 +31,12 @@ from actors.pid import Pid, is_clean_reason
 from supervision.childspec import Child, Restarting
 
 __all__ = [
+    "count_restart",
     "log",
     "plain",
     "report_error",
     "report_progress",
+    "restart_totals",
     "trace_child_exit",
     "trace_child_start",
     "trace_removed",
@@ -87,6 +89,29 @@ def report_progress(child: Child, sup_name: Any) -> None:
     """A PROGRESS REPORT for a started child."""
     log.info("supervisor %r started %r (pid %r)", sup_name, child.id, child.pid,
              extra={"supervisor": sup_name, "started": _offender(child)})
+
+
+# --- restart counts: what a node's metrics report -----------------------------------------
+
+#: node -> supervisor -> restarts it made; always kept (the trace points below only
+#: when a history is recorded). A supervisor without a registered name is counted
+#: under its module, so the table stays as small as the tree's shape.
+_restart_totals: dict[str, dict[str, int]] = {}
+
+
+def count_restart(sup_name: Any) -> None:
+    """One restart by the supervisor `sup_name` of this node."""
+    if isinstance(sup_name, tuple) and len(sup_name) == 2 and isinstance(sup_name[0], Pid):
+        label = str(sup_name[1])
+    else:
+        label = str(sup_name)
+    per_node = _restart_totals.setdefault(actors.node(), {})
+    per_node[label] = per_node.get(label, 0) + 1
+
+
+def restart_totals(node: str) -> dict[str, int]:
+    """The restarts `node`'s supervisors made so far, by supervisor."""
+    return dict(_restart_totals.get(node, {}))
 
 
 # --- trace points: the history's supervision_events ---------------------------------------

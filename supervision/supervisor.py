@@ -489,6 +489,7 @@ class SupervisorServer(GenServer):
             reports.trace_shutdown(state.name, "reached_max_restart_intensity")
             self._del_child(state, child)
             return "shutdown"
+        reports.count_restart(state.name)
         retry = self._restart_by_strategy(state, child)
         reports.trace_restart(state.name, child, state.strategy,
                               "ok" if retry is None else "failed")
