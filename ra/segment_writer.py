@@ -99,24 +99,35 @@ class SegmentWriterServer(GenBatchServer):
 
 def term_runs(entries: list[Entry]) -> list[tuple[int, ra_seq.Seq]]:
     """``[(term, seq)]`` of increasing-index entries, a new pair per term change."""
-    runs: list[tuple[int, ra_seq.Seq]] = []
+    groups: list[tuple[int, list[int]]] = []
     for idx, term, _ in entries:
-        if runs and runs[-1][0] == term:
-            runs[-1] = (term, ra_seq.append(idx, runs[-1][1]))
+        if groups and groups[-1][0] == term:
+            groups[-1][1].append(idx)
         else:
-            runs.append((term, [idx]))
-    return runs
+            groups.append((term, [idx]))
+    return [(term, ra_seq.from_list(idxs)) for term, idxs in groups]
 
 
 def split_runs(entries: list[Entry], max_entries: int) -> list[list[Entry]]:
     """Contiguous chunks of at most `max_entries` (a snapshot jump starts a new one)."""
     chunks: list[list[Entry]] = []
-    for entry in entries:
-        if chunks and len(chunks[-1]) < max_entries and chunks[-1][-1][0] + 1 == entry[0]:
-            chunks[-1].append(entry)
-        else:
-            chunks.append([entry])
+    start, n = 0, len(entries)
+    while start < n:
+        # a contiguous run's last index is its first plus its length less one
+        end = min(start + max_entries, n)
+        while entries[end - 1][0] - entries[start][0] != end - 1 - start:
+            end = start + 1 + _contiguous(entries, start, end)
+        chunks.append(entries[start:end])
+        start = end
     return chunks
+
+
+def _contiguous(entries: list[Entry], start: int, end: int) -> int:
+    """How many entries after `start` (below `end`) follow it without a gap."""
+    k = start
+    while k + 1 < end and entries[k + 1][0] == entries[k][0] + 1:
+        k += 1
+    return k - start
 
 
 _DIR_LOCKS: dict[str, threading.Lock] = {}

@@ -40,10 +40,30 @@ def append(idx: int, seq: Seq) -> Seq:
 
 
 def from_list(indexes: Iterable[int]) -> Seq:
-    seq: Seq = []
+    """The sequence `append` builds from `indexes` one by one, in one pass over their
+    runs of consecutive indexes: a run of three or more is one range, a shorter one
+    its indexes (a flush hands over thousands of indexes, and `append` copies the
+    list each time)."""
+    low_first: Seq = []
+    lo = hi = -1
     for idx in sorted(set(indexes)):
-        seq = append(idx, seq)
-    return seq
+        if hi >= 0 and idx == hi + 1:
+            hi = idx
+            continue
+        if hi >= 0:
+            _add_run(low_first, lo, hi)
+        lo = hi = idx
+    if hi >= 0:
+        _add_run(low_first, lo, hi)
+    low_first.reverse()
+    return low_first
+
+
+def _add_run(low_first: Seq, lo: int, hi: int) -> None:
+    if hi - lo >= 2:
+        low_first.append((lo, hi))
+    else:
+        low_first.extend(range(lo, hi + 1))
 
 
 def expand(seq: Seq) -> list[int]:

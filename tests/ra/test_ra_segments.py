@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 from typing import Any
 
 import pytest
@@ -59,6 +61,22 @@ def test_runs_split_at_the_limit_and_at_jumps() -> None:
     es = entries(1, 5) + entries(9, 10)
     assert [[e[0] for e in c] for c in ra_sw.split_runs(es, 2)] == [[1, 2], [3, 4], [5], [9, 10]]
     assert ra_sw.term_runs(entries(1, 3, 1) + entries(4, 4, 2)) == [(1, [(1, 3)]), (2, [4])]
+
+
+def test_runs_are_the_longest_contiguous_chunks_within_the_limit() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        idxs = sorted(rng.sample(range(1, 60), rng.randint(1, 40)))
+        es = [(i, 1, ("cmd", i)) for i in idxs]
+        limit = rng.randint(1, 8)
+        chunks = ra_sw.split_runs(es, limit)
+        assert [e for c in chunks for e in c] == es
+        for chunk in chunks:
+            assert 1 <= len(chunk) <= limit
+            assert [e[0] for e in chunk] == list(range(chunk[0][0], chunk[-1][0] + 1))
+        for before, after in itertools.pairwise(chunks):
+            # a chunk ends early only at a gap
+            assert len(before) == limit or after[0][0] != before[-1][0] + 1
 
 
 # --- the segment writer -----------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 
@@ -100,6 +101,17 @@ def test_seq_from_list_and_queries() -> None:
     assert seq.first(s) == 3 and seq.last(s) == 55
     assert seq.length(s) == 35
     assert seq.expand([5, (1, 3)]) == [1, 2, 3, 5]
+
+
+def test_seq_from_list_is_appending_the_indexes_one_by_one() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        idxs = rng.sample(range(0, 40), rng.randint(0, 30))
+        one_by_one: seq.Seq = []
+        for idx in sorted(idxs):
+            one_by_one = seq.append(idx, one_by_one)
+        assert seq.from_list(idxs) == one_by_one, sorted(idxs)
+    assert seq.from_list([4, 4, 5]) == [5, 4]  # duplicates count once
 
 
 @pytest.mark.parametrize(
