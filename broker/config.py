@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config_schema import ConfigError, validate
+from channel.queue_type import NODE_DEFAULT_QUEUE_TYPE
 from releases import DEFAULT_SERIES
 
 __all__ = ["ConfigError", "NodeConfig", "load"]
@@ -40,7 +41,7 @@ class NodeConfig:
     quorum_cluster_size: int = 3
     #: the type of a declare without `x-queue-type` where its vhost names none
     #: (`channel.queue_type`)
-    default_queue_type: str = "quorum"
+    default_queue_type: str = NODE_DEFAULT_QUEUE_TYPE
     formation_timeout: float = 60.0
     cookie: str | None = None
     #: directory for recorded history (analysis.recorder); none records nothing

@@ -123,9 +123,15 @@ def test_redeclaring_with_another_queue_type_or_other_arguments_is_inequivalent(
     assert refused(amqp, queue, node=1) == (
         406, f"{PF}inequivalent arg 'x-max-length' {where}: "
         "received none but current is the value '10' of type 'signedint'")
-    # an equivalent re-declare (the queue type implied by the node default) is fine
+    # without x-queue-type the node's default type (classic) is compared
+    ch = amqp.blocking(1).channel()
+    assert closed_by_broker(lambda: ch.queue_declare(
+        queue, durable=True, arguments={"x-max-length": 10})) == (
+        406, f"{PF}inequivalent arg 'x-queue-type' {where}: "
+        "received 'classic' but current is 'quorum'")
+    # an equivalent re-declare is fine
     ok = amqp.blocking(1).channel().queue_declare(queue, durable=True,
-                                                  arguments={"x-max-length": 10})
+                                                  arguments={**QQ, "x-max-length": 10})
     assert (ok.method.queue, ok.method.message_count, ok.method.consumer_count) == (queue, 0, 0)
 
 

@@ -1,8 +1,9 @@
 """Classic queues on a real node: the patterns ordinary client code uses, with pika.
 
 A node started as `warren` is started (quorum backend, default queue type
-`quorum`) runs exclusive, auto-delete, non-durable and server-named queues as
-classic queue processes, and `x-queue-type: classic` declares too.
+`classic`) runs every declare without `x-queue-type` as a classic queue
+process: exclusive, auto-delete, non-durable, server-named and plain durable
+queues alike, and `x-queue-type: classic` declares too.
 """
 
 from __future__ import annotations
@@ -139,14 +140,16 @@ def test_x_message_ttl_expires_messages_nobody_consumed(
     ch.queue_delete("classic_ttl")
 
 
-def test_a_durable_declare_without_a_type_is_still_a_quorum_queue(
+def test_a_durable_declare_without_a_type_is_a_classic_queue(
         node: BrokerProc, conns: list[Any]) -> None:
     ch = open_conn(node, conns).channel()
     ch.queue_declare("classic_default", durable=True)
+    assert ch.queue_declare("classic_default", durable=True, arguments={
+        "x-queue-type": "classic"}).method.queue == "classic_default"
     assert closed_by_broker(lambda: ch.queue_declare(
-        "classic_default", durable=True, arguments={"x-queue-type": "classic"})) == (
+        "classic_default", durable=True, arguments={"x-queue-type": "quorum"})) == (
         406, "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue "
-        "'classic_default' in vhost '/': received 'classic' but current is 'quorum'")
+        "'classic_default' in vhost '/': received 'quorum' but current is 'classic'")
     open_conn(node, conns).channel().queue_delete("classic_default")
 
 
@@ -160,11 +163,12 @@ def test_a_classic_queue_redeclared_as_another_type_is_inequivalent(
         "x-queue-type": "classic"}).method.queue == "classic_retype"
     inequivalent = (406, "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue "
                     "'classic_retype' in vhost '/': received 'quorum' but current is 'classic'")
-    for arguments in ({"x-queue-type": "quorum"}, {}):
-        # without a type the node's default (quorum) is filled in and compared
-        fresh = conn.channel()
-        assert closed_by_broker(lambda c=fresh, a=arguments: c.queue_declare(
-            "classic_retype", durable=True, arguments=a)) == inequivalent
+    fresh = conn.channel()
+    assert closed_by_broker(lambda: fresh.queue_declare(
+        "classic_retype", durable=True, arguments={"x-queue-type": "quorum"})) == inequivalent
+    # without a type the node's default (classic) is filled in and compared: equivalent
+    assert conn.channel().queue_declare("classic_retype", durable=True).method.queue == (
+        "classic_retype")
     conn.channel().queue_delete("classic_retype")
 
 

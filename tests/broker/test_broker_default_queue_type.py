@@ -36,6 +36,13 @@ def queue_types(node: BrokerProc, vhost: str = "/") -> dict[str, str]:
             for r in ctl_json(node.name, "--vhost", vhost, "list_queues", "name", "type")}
 
 
+def test_a_node_without_a_setting_makes_durable_declares_classic(tmp_path: Path) -> None:
+    """RabbitMQ's default: `classic`, so a plain durable declare is a classic queue."""
+    with start(tmp_path, None) as (node,), connect(node) as conn:
+        conn.channel().queue_declare("plain", durable=True)
+        assert queue_types(node) == {"plain": "classic"}
+
+
 @pytest.fixture(scope="module")
 def quorum_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc]:
     with start(tmp_path_factory.mktemp("dqt"), "quorum") as nodes:
