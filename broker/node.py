@@ -324,7 +324,8 @@ class BrokerNode:
             {"id": DLX_SUP, "type": "supervisor",
              "start": (supervisor.start_link, [dlx, None, DLX_SUP])},
             queue_sup.child_spec(),
-            *classic_store.child_specs(self.backend, self.config.data_dir),
+            *classic_store.child_specs(self.backend, self.config.data_dir,
+                                       self.release.classic_confirm_after_fsync),
             _gen(ListenerServer, self, "amqp_listener"),
             *self._plugin_children(),
         ]

@@ -109,18 +109,22 @@ def _deliveries(stored: StoredQueue) -> tuple[e.Delivery, ...]:
                  for m in stored.messages)
 
 
-def child_specs(backend: Any, data_dir: str | None) -> list[dict[str, Any]]:
+def child_specs(backend: Any, data_dir: str | None,
+                sync: bool = False) -> list[dict[str, Any]]:
     """The node's message store and the recovery of its durable classic queues, as
     children of the node's supervisor, after the queue supervisor and before the
     listener (no channel sees the node before its durable queues are back).
 
     None on a node without a data dir, or whose backend has no classic queues:
-    there a persistent message is confirmed on arrival and lives in memory only."""
+    there a persistent message is confirmed on arrival and lives in memory only.
+    With `sync` (the release's `classic_confirm_after_fsync`) the store syncs what
+    it wrote before the queues confirm it."""
     classic = getattr(backend, "classic", None)
     if data_dir is None or classic is None or not hasattr(classic, "store"):
         return []
     root = os.path.join(data_dir, "msg_stores", "vhosts")
-    return [{"id": STORE, "start": (start_link, [root, STORE]), "shutdown": 30_000},
+    fsync = os.fsync if sync else None
+    return [{"id": STORE, "start": (start_link, [root, STORE, fsync]), "shutdown": 30_000},
             {"id": "rabbit_classic_queue_recovery", "start": (_recover_child, [classic]),
              "restart": "transient"}]
 

@@ -8,7 +8,12 @@ each batch — whatever queued while the last one was being written — is appen
 to the queues' files with one ``write`` per file. Then each queue gets
 ``(STORE_WRITTEN, ids)`` and confirms those messages. As in RabbitMQ 4.x the
 records are handed to the operating system, not fsynced: a killed node process
-loses nothing confirmed, a lost machine may.
+loses nothing confirmed, a lost machine may. A store started with `fsync`
+syncs every file it wrote before it answers, as RabbitMQ 3.10 confirmed only
+after a sync.
+
+A queue's file only grows while the queue holds messages: once every message
+written to it has left, the store empties it (nothing in it is needed again).
 
 Layout under the store's root (directories 0700, files 0600): one directory
 per durable queue incarnation, ``<digest of vhost and name>-<random>``, holding
@@ -34,7 +39,7 @@ from actors import gen_batch_server
 from actors.gen_batch_server import GenBatchServer
 from classic import effects as e
 from classic.store_log import Recovered, encode_remove, encode_write, replay
-from ra.durable import fsync_dir, make_dirs, open_private, replace_file
+from ra.durable import Fsync, fsync_dir, make_dirs, open_private, replace_file
 
 __all__ = ["STORE", "STORE_WRITTEN", "MessageStore", "QueueStore", "StoredQueue",
            "open_queue", "recover", "start_link"]
@@ -74,7 +79,8 @@ class QueueStore:
                                             tuple(m.msg_id for m in messages)))
 
     def remove(self, msg_ids: tuple[int, ...]) -> None:
-        gen_batch_server.cast(self.server, ("remove", self.qdir, encode_remove(msg_ids)))
+        gen_batch_server.cast(self.server, ("remove", self.qdir, encode_remove(msg_ids),
+                                            len(msg_ids)))
 
     def delete(self) -> None:
         gen_batch_server.cast(self.server, ("delete", self.qdir))
@@ -96,15 +102,19 @@ def recover(server: Any) -> list[StoredQueue]:
 @dataclass
 class _State:
     root: str
+    fsync: Fsync | None = None
     fds: dict[str, int] = field(default_factory=dict)
+    live: dict[str, int] = field(default_factory=dict)
+    """Messages written to each queue's file and not removed since."""
 
 
 class MessageStore(GenBatchServer):
     """Batches the records of every durable classic queue of the node into their files."""
 
-    def init(self, root: str) -> Any:
+    def init(self, args: tuple[str, Fsync | None]) -> Any:
+        root, fsync = args
         make_dirs(root)
-        return ("ok", _State(root))
+        return ("ok", _State(root, fsync))
 
     def handle_batch(self, ops: list[Any], state: _State) -> Any:
         buffers: dict[str, list[bytes]] = {}
@@ -115,10 +125,13 @@ class MessageStore(GenBatchServer):
                 case ("cast", ("write", pid, qdir, records, ids)):
                     buffers.setdefault(qdir, []).append(records)
                     written.setdefault(pid, []).extend(ids)
-                case ("cast", ("remove", qdir, record)):
+                    state.live[qdir] = state.live.get(qdir, 0) + len(ids)
+                case ("cast", ("remove", qdir, record, count)):
                     buffers.setdefault(qdir, []).append(record)
+                    state.live[qdir] = state.live.get(qdir, 0) - count
                 case ("cast", ("delete", qdir)):
                     buffers.pop(qdir, None)
+                    state.live.pop(qdir, None)
                     self._delete(state, qdir)
                 case ("call", from_, ("open", vhost, name, meta)):
                     actions.append(("reply", from_, self._open(state, vhost, name, meta)))
@@ -138,16 +151,22 @@ class MessageStore(GenBatchServer):
         state.fds.clear()
 
     def _flush(self, state: _State, buffers: dict[str, list[bytes]]) -> None:
-        """One write per queue file: handed to the OS, not synced (as RabbitMQ 4.x)."""
+        """One write per queue file, handed to the OS (synced only with `fsync`); a
+        file none of whose messages is left is emptied instead."""
         for qdir, chunks in buffers.items():
             fd = state.fds.get(qdir)
             if fd is None:
                 fd = open_private(os.path.join(state.root, qdir, "log"),
                                   os.O_WRONLY | os.O_CREAT | os.O_APPEND)
                 state.fds[qdir] = fd
+            if state.live.get(qdir) == 0:
+                os.ftruncate(fd, 0)
+                continue
             view = memoryview(b"".join(chunks))
             while view:
                 view = view[os.write(fd, view):]
+            if state.fsync is not None:
+                state.fsync(fd)
         buffers.clear()
 
     def _open(self, state: _State, vhost: str, name: str, meta: Any) -> str:
@@ -184,10 +203,12 @@ class MessageStore(GenBatchServer):
             messages, whole = replay(data)
             if whole < len(data):
                 os.truncate(log_path, whole)
+            state.live[qdir] = len(messages)
             found.append(StoredQueue(qdir, meta, messages))
         return found
 
 
-def start_link(root: str, name: str | None = STORE) -> Any:
-    """Start a store over `root` linked to the caller (a node's supervision tree)."""
-    return gen_batch_server.start_link(MessageStore(), root, name=name)
+def start_link(root: str, name: str | None = STORE, fsync: Fsync | None = None) -> Any:
+    """Start a store over `root` linked to the caller (a node's supervision tree);
+    with `fsync`, each batch's files are synced before their queues are told."""
+    return gen_batch_server.start_link(MessageStore(), (root, fsync), name=name)

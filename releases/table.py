@@ -108,6 +108,10 @@ class Release:
     deprecated_features: Mapping[str, Phase]
     """The deprecation phase of each deprecated feature warren models; a feature
     not listed here is permitted (3.10 has no deprecated-feature mechanism)."""
+    classic_confirm_after_fsync: bool = False
+    """Whether a persistent message in a durable classic queue is confirmed only after
+    its message store synced it (3.10's store and queue index), or once the store
+    has handed it to the operating system (4.x)."""
 
     def permits(self, feature: str) -> bool:
         """Whether a deprecated feature is permitted when the node's config is silent."""
@@ -137,7 +141,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         consumer_timeout_enforcer="channel", last_death_headers=False,
         default_max_message_size=134_217_728, frame_min_size=4096,
         content_header_size_check=False,
-        deprecated_features=MappingProxyType({})),
+        deprecated_features=MappingProxyType({}), classic_confirm_after_fsync=True),
     "4.0": Release(
         series="4.0",
         server=ServerIdentity("RabbitMQ", "4.0.5", _OTP_27,

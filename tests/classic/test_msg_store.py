@@ -1,0 +1,108 @@
+"""The node's message store with real queue processes: a persistent message in a
+durable queue is confirmed once its record is in the queue's file, removals follow
+it, files and directories are owner-only, and a deleted queue leaves nothing."""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import actors
+from actors import Node, gen_server
+from classic import QueueConfig
+from classic import commands as c
+from classic import effects as e
+from classic.msg_store import STORE, QueueStore, open_queue, recover, start_link
+from classic.queue_sup import start_queue, start_queue_sup
+from classic.store_log import replay
+from tests.classic.test_process import event, reporting_env, wait_exit
+
+
+@pytest.fixture
+def node() -> Iterator[Node]:
+    n = Node("store@127.0.0.1:1").start()
+    yield n
+    n.stop()
+
+
+@pytest.fixture
+def fsyncs() -> list[int]:
+    return []
+
+
+@pytest.fixture
+def me(node: Node, tmp_path: Path, fsyncs: list[int]) -> Iterator[actors.Process]:
+    with node.attached() as proc:
+        actors.process_flag("trap_exit", True)
+        assert start_queue_sup()[0] == "ok"
+        assert start_link(str(tmp_path / "store"), STORE, fsync=fsyncs.append)[0] == "ok"
+        yield proc
+
+
+def _durable_queue(name: str = "q") -> tuple[Any, QueueStore]:
+    store = open_queue(STORE, "/", name, {"name": name}, lambda content: content.encode())
+    result = start_queue(None, QueueConfig(name, durable=True), reporting_env(), store)
+    assert result[0] == "ok", result
+    return result[1], store
+
+
+def _records(root: Path, store: QueueStore) -> list[int]:
+    return [m.msg_id for m in replay((root / "store" / store.qdir / "log").read_bytes())[0]]
+
+
+def _publish(q: Any, seq: int, body: str) -> None:
+    gen_server.cast(q, c.Deliver(actors.self(), seq, "ex", ("rk",), len(body),
+                                 persistent=True, content=body))
+
+
+def test_the_confirm_comes_once_the_record_is_in_the_file(me: actors.Process,
+                                                         tmp_path: Path) -> None:
+    q, store = _durable_queue()
+    _publish(q, 1, "a")
+    assert event(e.Confirm).seqs == (1,)
+    assert _records(tmp_path, store) == [1]
+    mode = stat.S_IMODE((tmp_path / "store" / store.qdir / "log").stat().st_mode)
+    assert mode == 0o600
+    assert stat.S_IMODE((tmp_path / "store" / store.qdir).stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "store").stat().st_mode) == 0o700
+
+
+def test_a_message_that_leaves_is_removed_and_a_deleted_queue_leaves_no_files(
+        me: actors.Process, tmp_path: Path) -> None:
+    q, store = _durable_queue()
+    _publish(q, 1, "a")
+    _publish(q, 2, "b")
+    event(e.Confirm)
+    reply = gen_server.call(q, c.BasicGet(me.pid, ack_required=True))
+    gen_server.cast(q, c.Ack(me.pid, (reply.delivery.msg_id,)))
+    gen_server.call(q, ("info",))  # the ack is handled, its removal sent to the store
+    (stored,) = recover(STORE)
+    assert [m.msg_id for m in stored.messages] == [2]
+    assert gen_server.call(q, c.Delete()) == e.Ok(message_count=1)
+    wait_exit(q)
+    assert recover(STORE) == []
+    assert not (tmp_path / "store" / store.qdir).exists()
+
+
+def test_a_queue_file_is_emptied_once_every_message_in_it_has_left(
+        me: actors.Process, tmp_path: Path) -> None:
+    q, store = _durable_queue()
+    for seq in range(1, 4):
+        _publish(q, seq, "abc")
+    event(e.Confirm)
+    gen_server.call(q, c.Purge())
+    assert recover(STORE)[0].messages == []  # a call: what was cast before is written
+    assert (tmp_path / "store" / store.qdir / "log").stat().st_size == 0
+
+
+def test_the_store_syncs_each_file_it_wrote_when_asked_to(me: actors.Process,
+                                                          fsyncs: list[int]) -> None:
+    q, _store = _durable_queue()
+    synced_at_open = len(fsyncs)
+    _publish(q, 1, "a")
+    event(e.Confirm)
+    assert len(fsyncs) == synced_at_open + 1
