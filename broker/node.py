@@ -41,13 +41,19 @@ from broker.limits import ReplicatedVhostLimits, peer_counter
 from broker.metadata import CLUSTER_NAME, PROJECTION
 from broker.registry import MetadataRegistry
 from broker.running import RUNNING, broker_of
+from broker.startup import posix_reason
 from broker.store import Metadata, MetadataView, ProjectionServer
 from broker.topology import ReplicatedTopology
 from broker.users import ReplicatedUsers
 from channel import classic_store
 from channel.config import BrokerContext, Config
+from channel.listener import Listener
 from classic import queue_sup
 from fifo.machine import SUPPORTED_VERSIONS
+from ra import api
+from ra import system as ra_system
+from ra.durable import make_dirs, open_private
+from ra.system import disk_system_config, registered_servers_local
 from releases import lookup
 from supervision import supervisor
 
@@ -72,8 +78,6 @@ def ra_system_config(config: NodeConfig) -> dict[str, Any]:
     on disk)."""
     if config.data_dir is None:
         return {"name": RA_SYSTEM, **config.ra}
-    from ra.system import disk_system_config
-
     return disk_system_config(str(Path(config.data_dir) / "ra"), name=RA_SYSTEM,
                               **{**RA_DEFAULTS, **config.ra})
 DLX_SUP = "rabbit_fifo_dlx_sup"
@@ -120,8 +124,6 @@ class NetServer(GenServer):
 
 
 def _start_ra(config: dict[str, Any]) -> Any:
-    from ra import system as ra_system
-
     result = supervisor.start_link(_Flags(("one_for_one", 1, 5), []), None,
                                    name=ra_system.SYSTEMS_SUP)
     if result[0] != "ok":
@@ -136,8 +138,6 @@ class MetadataServer(ProjectionServer):
     """Forms or joins the metadata cluster in `init`, then keeps the node's copy."""
 
     def init(self, broker: BrokerNode) -> Any:  # type: ignore[override]  # starts from the node
-        from ra import api
-
         how = form_or_join(broker.config.all_nodes, RA_SYSTEM, broker.config.formation_timeout)
         result = api.local_query((CLUSTER_NAME, broker.node.name), lambda s: s, 5000)
         if result[0] == "ok":
@@ -155,9 +155,6 @@ class MetadataServer(ProjectionServer):
 def _recover_queue_members(broker: BrokerNode) -> None:
     """As ``rabbit_quorum_queue:recover`` at boot: restart every queue member this node
     has durable state for (a node without a data dir has none)."""
-    from ra import api
-    from ra.system import registered_servers_local
-
     me = broker.node.name
     for name in registered_servers_local(RA_SYSTEM):
         if name == CLUSTER_NAME or actors.whereis(name) is not None:
@@ -172,9 +169,6 @@ class ListenerServer(GenServer):
     `rabbit_networking`'s reason, ``("could_not_start_listener", host, port, posix)``."""
 
     def init(self, broker: BrokerNode) -> Any:
-        from broker.startup import posix_reason
-        from channel.listener import Listener
-
         actors.process_flag("trap_exit", True)
         cfg = broker.config
         try:
@@ -372,8 +366,6 @@ class BrokerNode:
         if self.config.data_dir is None:
             return
         import json
-
-        from ra.durable import make_dirs, open_private
 
         path = Path(self.config.data_dir)
         make_dirs(str(path))

@@ -20,6 +20,7 @@ from typing import Any
 
 import gevent
 
+import actors
 from actors import Node
 from actors.gc_policy import tune_node_process
 from broker.held_log import HeldLog
@@ -137,8 +138,6 @@ def _run_node(args: argparse.Namespace, up: Callable[[], None]) -> int:
             print(f"ready {node.creation} {broker.amqp_port} {broker.formation}", flush=True)
             log.info("node %s up (creation %d)", node.name, node.creation)
             stop.wait()
-            import actors
-
             actors.unlink(broker.sup)
             actors.exit(broker.sup, "shutdown")
             gevent.sleep(0.2)

@@ -35,6 +35,7 @@ from typing import Any
 import actors
 from channel import heartbeat, limiter, queue_collector
 from channel import writer as wr
+from channel.channel import channel_main
 from supervision import supervisor
 
 __all__ = [
@@ -161,8 +162,6 @@ def start_channel(channel_sup_sup: Any, ctx: Any, number: int, reader: Any, wire
 
 def start_channel_sup(ctx: Any, number: int, reader: Any, wire: Any, conn: Any) -> Any:
     """`rabbit_channel_sup:start_link`: writer and limiter, then the channel with both."""
-    from channel.channel import channel_main
-
     children = [
         {"id": "writer", "restart": "transient", "significant": True, "shutdown": FAIR_WAIT,
          "start": (_spawned, [wr.writer_main, wire, number, reader])},
