@@ -51,12 +51,13 @@ def test_confirmed_persistent_messages_survive_a_node_sigkill(tmp_path: Path) ->
         ch.basic_ack(method.delivery_tag)
         method, _props, body = ch.basic_get("work")
         assert body == b"t0"
-        _kill(node)
+        ch.basic_publish("", "work", b"p10", persistent)
+        _kill(node)  # right after that confirm
 
         start_cluster([node])  # same name, port and data dir
         conn = connect(node)
         ch = conn.channel()
-        assert _drain(ch, "work") == [(f"p{i}".encode(), True) for i in range(1, 10)]
+        assert _drain(ch, "work") == [(f"p{i}".encode(), True) for i in range(1, 11)]
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
             ch.queue_declare("scratch", passive=True)
         assert err.value.reply_code == 404
