@@ -18,6 +18,7 @@ exclusive queue, 406 for an inequivalent redeclare, 404 for a missing queue.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -57,6 +58,8 @@ from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, EOL, FLOW, Queue
 from classic.queue_sup import QUEUE_SUP, start_queue
 
 __all__ = ["ClassicBackend", "ClassicRecord", "ClassicSession", "server_name"]
+
+log = logging.getLogger("warren.classic")
 
 CALL_TIMEOUT = 30_000
 """How long a channel waits for a queue process to answer a call."""
@@ -114,8 +117,14 @@ class ClassicBackend:
                 self._forget(record.vhost, record.name, record.pid)
 
     def _deleted(self, config: QueueConfig, _deleted: e.Deleted) -> None:
-        """Runs in the queue process as it deletes itself."""
-        self._forget(config.vhost, config.name, actors.self())
+        """Runs in the queue process as it deletes itself. A queue table that cannot
+        be written now (a metadata store without quorum) keeps the record; it names
+        a process that is gone, which the next lookup that calls it removes."""
+        try:
+            self._forget(config.vhost, config.name, actors.self())
+        except Exception as exc:  # the store's error type is the broker's
+            log.warning("record of deleted %s kept: %s", rs("queue", config.name,
+                                                           config.vhost), exc)
 
     def _forget(self, vhost: str, name: str, pid: Pid) -> None:
         if not self.directory.remove(vhost, name, pid):

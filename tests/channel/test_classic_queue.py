@@ -20,6 +20,7 @@ import pytest
 import actors
 from actors import Node
 from channel.classic_dead_letter import ClassicDeadLetter
+from channel.classic_directory import LocalDirectory
 from channel.classic_queue import ClassicBackend
 from channel.config import BrokerContext, Config
 from channel.listener import Listener
@@ -402,3 +403,27 @@ def test_an_exclusive_queue_of_an_owner_already_gone_leaves_no_record(node: Node
                               auto_delete=False, arguments={})
         assert (ok_.queue, ok_.message_count, ok_.consumer_count) == ("orphan", 0, 0)
         assert not session.exists("orphan")
+
+
+class _UnwritableOnRemove(LocalDirectory):
+    """A queue table that cannot be written when a record goes (no metadata quorum)."""
+
+    def remove(self, vhost: str, name: str, pid: Any) -> bool:
+        raise RuntimeError("metadata store unavailable")
+
+
+def test_a_queue_whose_record_cannot_be_removed_still_deletes_itself(node: Node) -> None:
+    """The delete is answered and the process ends normally; the record that names
+    the gone process is left for a later lookup to clear."""
+    with node.attached():
+        actors.process_flag("trap_exit", True)
+        assert start_queue_sup()[0] == "ok"
+        backend = ClassicBackend(node, directory=_UnwritableOnRemove())
+        session = backend.session(actors.self(), "/", actors.self(), "guest")
+        session.declare("stuck", passive=False, durable=False, exclusive=False,
+                        auto_delete=False, arguments={})
+        pid = backend.lookup("/", "stuck").pid  # type: ignore[union-attr]
+        ref = actors.monitor(pid)
+        assert session.delete("stuck", if_unused=False, if_empty=False) == 0
+        down = actors.receive(5000, match=lambda m: m[:2] == ("DOWN", ref))
+        assert down is not actors.TIMEOUT and down[4] == "normal"
