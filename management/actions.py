@@ -32,7 +32,7 @@ def declare_queue(t: AmqpTarget, name: str, body: dict[str, Any]) -> None:
     arguments = dict(body.get("arguments") or {})
     if body.get("type") or body.get("queue_type"):
         arguments.setdefault("x-queue-type", body.get("type") or body.get("queue_type"))
-    amqp.run(t, lambda ch: ch.queue_declare(
+    amqp.run_method(t, lambda ch: ch.queue_declare(
         name, durable=_flag(body, "durable", True),
         auto_delete=_flag(body, "auto_delete", False), arguments=arguments))
 
@@ -41,18 +41,16 @@ def delete_queue(t: AmqpTarget, name: str, if_unused: bool, if_empty: bool) -> N
     def go(ch: Any) -> None:
         ch.queue_declare(name, passive=True)
         ch.queue_delete(name, if_unused=if_unused, if_empty=if_empty)
-    amqp.run(t, go)
+    amqp.run_method(t, go)
 
 
 def purge(t: AmqpTarget, name: str) -> None:
-    amqp.run(t, lambda ch: ch.queue_purge(name))
+    amqp.run_method(t, lambda ch: ch.queue_purge(name))
 
 
 def declare_exchange(t: AmqpTarget, name: str, body: dict[str, Any]) -> None:
-    kind = body.get("type")
-    if not kind:
-        raise bad_request("[{type,<<\"exchange type\">>}]")  # RabbitMQ names the missing key
-    amqp.run(t, lambda ch: ch.exchange_declare(
+    kind = body.get("type") or "direct"  # RabbitMQ's default when the body names none
+    amqp.run_method(t, lambda ch: ch.exchange_declare(
         name, kind, durable=_flag(body, "durable", True),
         auto_delete=_flag(body, "auto_delete", False),
         internal=_flag(body, "internal", False), arguments=body.get("arguments") or {}))
@@ -62,7 +60,7 @@ def delete_exchange(t: AmqpTarget, name: str, if_unused: bool) -> None:
     def go(ch: Any) -> None:
         ch.exchange_declare(name, passive=True)
         ch.exchange_delete(name, if_unused=if_unused)
-    amqp.run(t, go)
+    amqp.run_method(t, go)
 
 
 def bind(t: AmqpTarget, source: str, kind: str, destination: str,
@@ -70,16 +68,16 @@ def bind(t: AmqpTarget, source: str, kind: str, destination: str,
     key = str(body.get("routing_key", ""))
     args = body.get("arguments") or {}
     if kind == "q":
-        amqp.run(t, lambda ch: ch.queue_bind(destination, source, key, args))
+        amqp.run_method(t, lambda ch: ch.queue_bind(destination, source, key, args))
     else:
-        amqp.run(t, lambda ch: ch.exchange_bind(destination, source, key, args))
+        amqp.run_method(t, lambda ch: ch.exchange_bind(destination, source, key, args))
 
 
 def unbind(t: AmqpTarget, source: str, kind: str, destination: str, key: str) -> None:
     if kind == "q":
-        amqp.run(t, lambda ch: ch.queue_unbind(destination, source, key))
+        amqp.run_method(t, lambda ch: ch.queue_unbind(destination, source, key))
     else:
-        amqp.run(t, lambda ch: ch.exchange_unbind(destination, source, key))
+        amqp.run_method(t, lambda ch: ch.exchange_unbind(destination, source, key))
 
 
 def _payload(body: dict[str, Any]) -> bytes:

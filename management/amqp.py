@@ -4,8 +4,12 @@ RabbitMQ's management plugin declares, deletes, purges, publishes and gets throu
 an AMQP connection opened as the requesting user, so the channel's own checks
 (permissions, argument equivalence, exclusivity) answer. Here that connection is
 pika's blocking client, run in a thread of gevent's pool: the hub keeps serving
-the listener the thread talks to. A channel error becomes RabbitMQ's HTTP answer:
-404 for NOT_FOUND, 401 for ACCESS_REFUSED, 400 with the AMQP text otherwise.
+the listener the thread talks to. A channel error becomes RabbitMQ's HTTP answer, which
+depends on how RabbitMQ makes the request: a declare, delete, bind or purge (a
+method it runs on a direct channel) answers 404 for NOT_FOUND, 401 for
+ACCESS_REFUSED and 400 otherwise, with the AMQP explanation alone; a publish or a
+get (over its own connection) answers 400 with the code and the whole reply text,
+``404 NOT_FOUND - no exchange 'x' in vhost '/'``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import pika.exceptions as pex
 
 from management.errors import HttpError, bad_request, not_authorised, not_found
 
-__all__ = ["AmqpTarget", "run"]
+__all__ = ["AmqpTarget", "run", "run_method"]
 
 T = TypeVar("T")
 
@@ -35,15 +39,21 @@ class AmqpTarget:
         self.port, self.vhost, self.user, self.password = port, vhost, user, password
 
 
-def _error(code: int, text: str) -> HttpError:
+def _method_error(code: int, text: str) -> HttpError:
+    explanation = text.split(" - ", 1)[1] if " - " in text else text
     if code == NOT_FOUND:
-        return not_found(text)
+        return not_found(explanation)
     if code == ACCESS_REFUSED:
-        return not_authorised(text)
-    return bad_request(text)
+        return not_authorised(explanation)
+    return bad_request(explanation)
 
 
-def _blocking(target: AmqpTarget, fn: Callable[[Any], T]) -> T:
+def _request_error(code: int, text: str) -> HttpError:
+    return bad_request(f"{code} {text}")
+
+
+def _blocking(target: AmqpTarget, fn: Callable[[Any], T],
+              error: Callable[[int, str], HttpError]) -> T:
     params = pika.ConnectionParameters(
         target.host, target.port, target.vhost,
         pika.PlainCredentials(target.user, target.password),
@@ -56,10 +66,8 @@ def _blocking(target: AmqpTarget, fn: Callable[[Any], T]) -> T:
         raise HttpError(503, "service_unavailable", repr(exc)) from None
     try:
         return fn(conn.channel())
-    except pex.ChannelClosedByBroker as exc:
-        raise _error(exc.reply_code, exc.reply_text) from None
-    except pex.ConnectionClosedByBroker as exc:
-        raise _error(exc.reply_code, exc.reply_text) from None
+    except (pex.ChannelClosedByBroker, pex.ConnectionClosedByBroker) as exc:
+        raise error(exc.reply_code, exc.reply_text) from None
     finally:
         if conn.is_open:
             try:
@@ -69,5 +77,12 @@ def _blocking(target: AmqpTarget, fn: Callable[[Any], T]) -> T:
 
 
 def run(target: AmqpTarget, fn: Callable[[Any], T]) -> T:
-    """`fn(channel)` on a fresh channel of `target`, in a pool thread."""
-    return gevent.get_hub().threadpool.apply(_blocking, (target, fn))
+    """`fn(channel)` on a fresh channel of `target`, in a pool thread: a publish or
+    a get, whose channel errors are answered with their code and reply text."""
+    return gevent.get_hub().threadpool.apply(_blocking, (target, fn, _request_error))
+
+
+def run_method(target: AmqpTarget, fn: Callable[[Any], T]) -> T:
+    """As `run`, for a declare, delete, bind or purge: errors as RabbitMQ answers a
+    method it runs itself."""
+    return gevent.get_hub().threadpool.apply(_blocking, (target, fn, _method_error))

@@ -14,11 +14,12 @@ from urllib.parse import unquote
 
 from flask import Flask, Response, request
 
-from broker import ctl_ops
+from broker import ctl_ops, ctl_queues
 from broker.node import BrokerNode
 from channel.auth import User
 from management import actions, auth, definitions, health, objects
 from management.amqp import AmqpTarget
+from management.calls import in_node
 from management.errors import HttpError, bad_request, not_found
 
 __all__ = ["make_app"]
@@ -38,7 +39,7 @@ def _body() -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except ValueError:
-        raise bad_request("{not_json,<<\"invalid JSON\">>}") from None
+        raise bad_request("not_json") from None
     if not isinstance(data, dict):
         raise bad_request("not_json")
     return data
@@ -75,10 +76,10 @@ class Api:
                           creds[0].name, creds[1])
 
     @staticmethod
-    def one(rows: list[dict[str, Any]], name: str) -> Response:
+    def one_row(rows: list[dict[str, Any]], name: str) -> dict[str, Any]:
         for row in rows:
             if row["name"] == name:
-                return _json(row)
+                return row
         raise not_found()
 
     # ------------------------------------------------------------ routes
@@ -92,6 +93,9 @@ class Api:
         ready = sum(q["messages_ready"] for q in qs)
         return _json({
             "management_version": MANAGEMENT_VERSION, "rates_mode": "basic",
+            "sample_retention_policies": {"global": [600, 3600, 28800, 86400],
+                                          "basic": [600, 3600], "detailed": [600]},
+            "release_series_support_status": "supported",
             "product_name": "RabbitMQ", "product_version": version,
             "rabbitmq_version": version, "cluster_name": b.config.amqp.get(
                 "cluster_name", b.node.name), "erlang_version": "warren",
@@ -116,12 +120,24 @@ class Api:
     def nodes(self, name: str | None = None) -> Response:
         self.login(auth.MONITOR)
         rows = [objects.node_row(self.broker, n) for n in self.broker.config.all_nodes]
-        return _json(rows) if name is None else self.one(rows, unquote(name))
+        return _json(rows) if name is None else _json(self.one_row(rows, unquote(name)))
 
     def vhosts(self, vhost: str | None = None) -> Response:
         user, _ = self.login()
         rows = objects.vhosts(self.broker, self.visible(user, vhost))
         return _json(rows) if vhost is None else _json(rows[0])
+
+    def vhost_put(self, vhost: str) -> Response:
+        """Create a vhost (201), or leave one that exists as it is (204)."""
+        self.login(auth.ADMIN)
+        name = unquote(vhost)
+        existed = name in self.broker.view.state.vhosts
+        body = _body()
+        in_node(self.broker.node, ctl_queues.add_vhost, name,
+                body.get("default_queue_type"), body.get("description"),
+                body.get("tags") if isinstance(body.get("tags"), str) else
+                ",".join(body.get("tags") or []))
+        return Response(status=204 if existed else 201)
 
     def users(self, name: str | None = None) -> Response:
         self.login(auth.ADMIN)
@@ -143,25 +159,37 @@ class Api:
         if name is None:
             return _json(objects.queues(self.broker, names))
         qname = unquote(name)
+        exists = objects.queue_exists(self.broker, names[0], qname)
         if request.method == "PUT":
             actions.declare_queue(self.target(names[0], creds), qname, _body())
-            return Response(status=201)
+            return Response(status=204 if exists else 201)
+        if not exists:
+            raise not_found()
         if request.method == "DELETE":
             actions.delete_queue(self.target(names[0], creds), qname,
                                  request.args.get("if-unused") == "true",
                                  request.args.get("if-empty") == "true")
             return Response(status=204)
-        return self.one(objects.queues(self.broker, names), qname)
+        row = self.one_row(objects.queues(self.broker, names), qname)
+        return _json({**row, "consumer_details": [], "deliveries": [], "incoming": []})
+
+    def queue_known(self, vhost: str, name: str, user: User) -> tuple[str, str]:
+        """The vhost and queue named in the path; 404 when either does not exist."""
+        vh, qname = self.vhost(vhost, user), unquote(name)
+        if not objects.queue_exists(self.broker, vh, qname):
+            raise not_found()
+        return vh, qname
 
     def queue_contents(self, vhost: str, name: str) -> Response:
         creds = self.login()
-        actions.purge(self.target(self.vhost(vhost, creds[0]), creds), unquote(name))
+        vh, qname = self.queue_known(vhost, name, creds[0])
+        actions.purge(self.target(vh, creds), qname)
         return Response(status=204)
 
     def queue_get(self, vhost: str, name: str) -> Response:
         creds = self.login()
-        target = self.target(self.vhost(vhost, creds[0]), creds)
-        return _json(actions.get(target, unquote(name), _body()))
+        vh, qname = self.queue_known(vhost, name, creds[0])
+        return _json(actions.get(self.target(vh, creds), qname, _body()))
 
     def exchanges(self, vhost: str | None = None, name: str | None = None) -> Response:
         creds = self.login()
@@ -169,14 +197,18 @@ class Api:
         if name is None:
             return _json(objects.exchanges(self.broker, names))
         xname = _exchange_name(name)
+        exists = objects.exchange_exists(self.broker, names[0], xname)
         if request.method == "PUT":
             actions.declare_exchange(self.target(names[0], creds), xname, _body())
-            return Response(status=201)
+            return Response(status=204 if exists else 201)
+        if not exists:
+            raise not_found()
         if request.method == "DELETE":
             actions.delete_exchange(self.target(names[0], creds), xname,
                                     request.args.get("if-unused") == "true")
             return Response(status=204)
-        return self.one(objects.exchanges(self.broker, names), xname)
+        row = self.one_row(objects.exchanges(self.broker, names), xname)
+        return _json({**row, "incoming": [], "outgoing": []})
 
     def exchange_publish(self, vhost: str, name: str) -> Response:
         creds = self.login()
@@ -277,6 +309,7 @@ def make_app(broker: BrokerNode) -> Flask:
     _route(app, "/api/nodes/<name>", api.nodes)
     _route(app, "/api/vhosts", api.vhosts)
     _route(app, "/api/vhosts/<vhost>", api.vhosts)
+    _route(app, "/api/vhosts/<vhost>", api.vhost_put, ("PUT",))
     _route(app, "/api/users", api.users)
     _route(app, "/api/users/<name>", api.users)
     _route(app, "/api/permissions", api.permissions)
@@ -309,8 +342,9 @@ def make_app(broker: BrokerNode) -> Flask:
 
     @app.errorhandler(HttpError)
     def _refused(exc: HttpError) -> Response:
-        response = _json(exc.body(), exc.status)
-        if exc.error == "not_authorized":
+        body = exc.body()
+        response = Response(status=exc.status) if body is None else _json(body, exc.status)
+        if exc.status == 401 and exc.error != "not_authorised":
             response.headers["WWW-Authenticate"] = 'Basic realm="RabbitMQ Management"'
         return response
 

@@ -1,7 +1,7 @@
 """Basic auth against the node's AMQP users, with RabbitMQ's management tags.
 
 RabbitMQ answers every refusal here with 401 (its code keeps 403 for a later
-release): no credentials get a bare challenge, wrong ones
+release): no credentials get a bare challenge (no body), wrong ones
 ``{"error":"not_authorized","reason":"Not_Authorized"}``, a user without the tag
 a route needs ``{"error":"not_authorised","reason":"Not management user"}`` (or
 "Not administrator user", "Not monitor user").
@@ -33,8 +33,8 @@ _ALLOWED: dict[str, tuple[frozenset[str], str]] = {
 Credentials = tuple[User, str]
 
 
-def _challenge() -> HttpError:
-    return HttpError(401, "not_authorized", "Not_Authorized")
+def _challenge(bare: bool = False) -> HttpError:
+    return HttpError(401, "" if bare else "not_authorized", "Not_Authorized")
 
 
 def _basic(header: str | None) -> tuple[str, str] | None:
@@ -52,7 +52,7 @@ def authenticate(users: Users, header: str | None, level: str) -> Credentials:
     """The user and password of an ``Authorization`` header allowed at `level`."""
     given = _basic(header)
     if given is None:
-        raise _challenge()
+        raise _challenge(bare=header is None)
     user = users.lookup(given[0])
     if user is None or not password_ok(user, given[1]):
         raise _challenge()

@@ -12,8 +12,9 @@ class HttpError(Exception):
         super().__init__(reason)
         self.status, self.error, self.reason = status, error, reason
 
-    def body(self) -> dict[str, str]:
-        return {"error": self.error, "reason": self.reason}
+    def body(self) -> dict[str, str] | None:
+        """None for a bare answer (the challenge to a request without credentials)."""
+        return {"error": self.error, "reason": self.reason} if self.error else None
 
 
 def not_found(reason: str = "Not Found") -> HttpError:

@@ -31,6 +31,8 @@ def alarms(broker: BrokerNode, local: bool) -> Answer:
 def quorum_critical(broker: BrokerNode) -> Answer:
     """Quorum queues with a member here that would lose their majority without it."""
     me = broker.node.name
+    if len(broker.config.all_nodes) == 1:
+        return 200, {"status": "ok", "reason": "single node cluster"}
     up = {me, *broker.up_nodes}
     critical = []
     for vhost in broker.view.state.vhosts:

@@ -9,21 +9,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker import ctl_ops
+from broker import ctl_ops, ctl_queues
+from broker.metadata import classic_queues
 from broker.node import BrokerNode
 from channel.auth import User
 from management.calls import in_node
 
-__all__ = ["bindings", "channels", "connections", "exchanges", "node_row", "permissions",
-           "policies", "queue_row", "queues", "user_row", "vhosts"]
-
-DEFAULT_EXCHANGE = ""
-
+__all__ = ["bindings", "channels", "connections", "exchange_exists", "exchanges", "node_row",
+           "permissions", "policies", "queue_exists", "queue_row", "queues", "user_row",
+           "vhosts"]
 
 def vhosts(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
-    return [{"name": v, "description": "", "tags": [], "default_queue_type": "classic",
-             "metadata": {"description": "", "tags": []}, "tracing": False,
-             "cluster_state": {n: "running" for n in _running(broker)}} for v in names]
+    rows = in_node(broker.node, ctl_queues.list_vhosts,
+                   ("name", "default_queue_type", "description", "tags"))
+    running = {n: "running" for n in _running(broker)}
+    return [{"name": r["name"], "description": r["description"], "tags": r["tags"],
+             "default_queue_type": r["default_queue_type"],
+             "metadata": {"description": r["description"], "tags": r["tags"]},
+             "tracing": False, "cluster_state": running}
+            for r in rows if r["name"] in names]
 
 
 def _running(broker: BrokerNode) -> list[str]:
@@ -49,19 +53,47 @@ def node_row(broker: BrokerNode, name: str) -> dict[str, Any]:
             "mem_alarm": False, "disk_free_alarm": False,
             "rates_mode": "basic", "uptime": 0,
             "applications": [{"name": "rabbit", "description": "RabbitMQ",
-                              "version": broker.release.server.version}]}
+                              "version": broker.release.server.version}],
+            "metrics_gc_queue_length": dict.fromkeys(_GC_QUEUES, 0)}
+
+
+_GC_QUEUES = ("connection_closed", "channel_closed", "consumer_deleted", "exchange_deleted",
+              "queue_deleted", "vhost_deleted", "node_node_deleted",
+              "channel_consumer_deleted")
+
+
+def queue_exists(broker: BrokerNode, vhost: str, name: str) -> bool:
+    """Whether the vhost has the queue, of any type (the node's copy of the metadata)."""
+    state = broker.view.state
+    local = getattr(broker.backend, "queues", None)  # the node-local test backend
+    return ((vhost, name) in state.queues or (vhost, name) in classic_queues(state)
+            or (isinstance(local, dict) and (vhost, name) in local))
+
+
+def exchange_exists(broker: BrokerNode, vhost: str, name: str) -> bool:
+    vh = broker.view.state.topology.vhosts.get(vhost)
+    return vh is not None and name in vh.exchanges
+
+
+def _arguments(broker: BrokerNode, vhost: str, name: str) -> dict[str, Any]:
+    state = broker.view.state
+    record: Any = state.queues.get((vhost, name)) or classic_queues(state).get((vhost, name))
+    return dict(record.arguments) if record is not None else {}
 
 
 def queue_row(broker: BrokerNode, vhost: str, row: dict[str, Any]) -> dict[str, Any]:
-    record = broker.registry.lookup(vhost, row["name"])
-    args = dict(record.arguments) if record is not None else {}
-    messages = row.get("messages") or 0
+    """A `list_queues` row in the API's keys (a count the queue did not give is 0)."""
+    ready = row.get("messages_ready")
     out: dict[str, Any] = {
         "name": row["name"], "vhost": vhost, "type": row["type"],
-        "durable": record.durable if record is not None else False,
-        "auto_delete": False, "exclusive": False, "arguments": args,
-        "node": row["leader"], "state": "running",
-        "messages": messages, "messages_ready": messages, "messages_unacknowledged": 0,
+        "durable": bool(row.get("durable", False)),
+        "auto_delete": bool(row.get("auto_delete", False)),
+        "exclusive": row.get("exclusive") is True, "arguments": _arguments(
+            broker, vhost, row["name"]),
+        "node": row["leader"], "state": row.get("state", "running"),
+        "messages": row.get("messages") or 0,
+        "messages_ready": (row.get("messages") if ready is None else ready) or 0,
+        "messages_unacknowledged": row.get("messages_unacknowledged") or 0,
         "consumers": row.get("consumers") or 0, "policy": row.get("policy"),
         "effective_policy_definition": {}}
     if row["type"] == "quorum":
@@ -88,17 +120,19 @@ def exchanges(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
 
 
 def bindings(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
-    """Each queue's binding to the default exchange first, as RabbitMQ lists them."""
-    vhs = broker.view.state.topology.vhosts
+    """`warren ctl list_bindings`'s rows: each queue's binding to the default exchange
+    first, as RabbitMQ lists them."""
     rows: list[dict[str, Any]] = []
     for vhost in names:
-        for q in in_node(broker.node, ctl_ops.list_queues, vhost):
-            rows.append(_binding(vhost, DEFAULT_EXCHANGE, "queue", q["name"], q["name"], ()))
-        if vhost in vhs:
-            for source, per in sorted(vhs[vhost].bindings.items()):
-                rows += [_binding(vhost, source, b.kind, b.destination, b.key, b.arguments)
-                         for b in per]
+        rows += [_binding(vhost, r["source_name"], r["destination_kind"],
+                          r["destination_name"], r["routing_key"], r["arguments"])
+                 for r in in_node(broker.node, ctl_queues.list_bindings, vhost,
+                                  _BINDING_COLUMNS)]
     return rows
+
+
+_BINDING_COLUMNS = ("source_name", "destination_name", "destination_kind", "routing_key",
+                    "arguments")
 
 
 def _binding(vhost: str, source: str, kind: str, destination: str, key: str,

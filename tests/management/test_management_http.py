@@ -8,12 +8,19 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from tests.broker.broker_support import ctl
 from tests.management.conftest import Managed
 
 
 def call(m: Managed, method: str, path: str, body: Any = None,
          auth: tuple[str, str] | None = ("guest", "guest"),
          raw: bytes | None = None) -> tuple[int, Any]:
+    return call_with_headers(m, method, path, body, auth, raw)[:2]
+
+
+def call_with_headers(m: Managed, method: str, path: str, body: Any = None,
+                      auth: tuple[str, str] | None = ("guest", "guest"),
+                      raw: bytes | None = None) -> tuple[int, Any, Any]:
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None
                                         else None)
     req = urllib.request.Request(m.api + path, data=data, method=method,
@@ -24,10 +31,10 @@ def call(m: Managed, method: str, path: str, body: Any = None,
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             text = resp.read()
-            return resp.status, json.loads(text) if text else None
+            return resp.status, json.loads(text) if text else None, resp.headers
     except urllib.error.HTTPError as exc:
         text = exc.read()
-        return exc.code, json.loads(text) if text else None
+        return exc.code, json.loads(text) if text else None, exc.headers
 
 
 def test_overview_names_the_node_and_its_amqp_listener(managed: Managed) -> None:
@@ -38,7 +45,9 @@ def test_overview_names_the_node_and_its_amqp_listener(managed: Managed) -> None
 
 
 def test_no_credentials_is_401_and_wrong_ones_not_authorized(managed: Managed) -> None:
-    assert call(managed, "GET", "/api/overview", auth=None)[0] == 401
+    status, body, headers = call_with_headers(managed, "GET", "/api/overview", auth=None)
+    assert (status, body) == (401, None)
+    assert headers["WWW-Authenticate"] == 'Basic realm="RabbitMQ Management"'
     assert call(managed, "GET", "/api/overview", auth=("guest", "nope")) == (
         401, {"error": "not_authorized", "reason": "Not_Authorized"})
 
@@ -51,7 +60,7 @@ def test_unknown_vhost_and_queue_are_404(managed: Managed) -> None:
 
 def test_bad_json_is_400_bad_request(managed: Managed) -> None:
     status, body = call(managed, "PUT", "/api/queues/%2F/q-bad", raw=b"{not json")
-    assert status == 400 and body["error"] == "bad_request"
+    assert (status, body) == (400, {"error": "bad_request", "reason": "not_json"})
 
 
 def test_users_never_show_password_hashes(managed: Managed) -> None:
@@ -80,5 +89,45 @@ def test_a_queue_is_declared_published_to_got_and_deleted(managed: Managed) -> N
 
 def test_health_checks_pass_on_a_healthy_node(managed: Managed) -> None:
     for path in ("/api/health/checks/alarms", "/api/health/checks/local-alarms",
-                 "/api/health/checks/node-is-quorum-critical", "/api/aliveness-test/%2F"):
+                 "/api/aliveness-test/%2F"):
         assert call(managed, "GET", path) == (200, {"status": "ok"}), path
+    assert call(managed, "GET", "/api/health/checks/node-is-quorum-critical") == (
+        200, {"status": "ok", "reason": "single node cluster"})
+
+
+def test_a_declare_says_whether_it_created_and_refuses_an_inequivalent_one(
+        managed: Managed) -> None:
+    q = "/api/queues/%2F/http-twice"
+    args = {"durable": True, "arguments": {"x-queue-type": "quorum"}}
+    assert call(managed, "PUT", q, args)[0] == 201
+    assert call(managed, "PUT", q, args)[0] == 204
+    assert call(managed, "PUT", q, {"durable": False}) == (400, {
+        "error": "bad_request", "reason": "inequivalent arg 'durable' for queue "
+        "'http-twice' in vhost '/': received 'false' but current is 'true'"})
+    assert call(managed, "DELETE", q)[0] == 204
+    assert call(managed, "DELETE", q) == (404, {"error": "Object Not Found",
+                                                "reason": "Not Found"})
+
+
+def test_publishing_to_a_missing_exchange_is_400_with_the_channel_error(
+        managed: Managed) -> None:
+    assert call(managed, "POST", "/api/exchanges/%2F/nox/publish", {
+        "properties": {}, "routing_key": "k", "payload": "x",
+        "payload_encoding": "string"}) == (400, {
+            "error": "bad_request", "reason": "404 NOT_FOUND - no exchange 'nox' in vhost '/'"})
+
+
+def test_an_unroutable_publish_is_not_routed(managed: Managed) -> None:
+    assert call(managed, "POST", "/api/exchanges/%2F/amq.default/publish", {
+        "properties": {}, "routing_key": "nowhere", "payload": "x",
+        "payload_encoding": "string"}) == (200, {"routed": False})
+
+
+def test_a_user_without_a_management_tag_is_refused(managed: Managed) -> None:
+    assert ctl(managed.node.name, "add_user", "plain", "secret").returncode == 0
+    assert call(managed, "GET", "/api/overview", auth=("plain", "secret")) == (
+        401, {"error": "not_authorised", "reason": "Not management user"})
+    assert ctl(managed.node.name, "set_user_tags", "plain", "management").returncode == 0
+    assert call(managed, "GET", "/api/overview", auth=("plain", "secret"))[0] == 200
+    assert call(managed, "GET", "/api/users", auth=("plain", "secret")) == (
+        401, {"error": "not_authorised", "reason": "Not administrator user"})
