@@ -12,13 +12,29 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.broker.broker_support import BrokerProc, connect, plan, start_cluster, stop_all
+from tests.broker.broker_support import (
+    BrokerProc,
+    connect,
+    launch,
+    plan,
+    start_cluster,
+    stop_all,
+    wait_ready,
+)
 
 
 def _kill(b: BrokerProc) -> None:
     assert b.proc is not None
     b.proc.send_signal(signal.SIGKILL)
     b.proc.wait(10)
+
+
+def _restart(b: BrokerProc, cluster: list[BrokerProc]) -> None:
+    """Start a killed member again with its old name, port, data dir and peers."""
+    launch(b, ["--name", b.name, "--amqp-port", str(b.amqp_port), "--peers",
+               ",".join(n.name for n in cluster), "--net-ticktime", "2",
+               "--data-dir", str(b.data_dir), "--backend", "quorum"])
+    wait_ready(b)
 
 
 def _drain(ch: pika.adapters.blocking_connection.BlockingChannel, queue: str,
@@ -112,3 +128,30 @@ def test_a_recovered_durable_queue_keeps_its_bindings(tmp_path: Path) -> None:
         conn.close()
     finally:
         stop_all([node])
+
+
+def test_a_durable_queue_deleted_while_its_node_was_down_does_not_come_back(
+        tmp_path: Path) -> None:
+    nodes = plan(3, tmp_path)  # the metadata store keeps its majority without `home`
+    home, other, _third = nodes
+    try:
+        start_cluster(nodes)
+        conn = connect(home)
+        ch = conn.channel()
+        ch.queue_declare("orphan", durable=True, arguments={"x-queue-type": "classic"})
+        ch.confirm_delivery()
+        ch.basic_publish("", "orphan", b"x", pika.BasicProperties(delivery_mode=2))
+        _kill(home)
+
+        conn = connect(other)
+        conn.channel().queue_delete("orphan")
+        _restart(home, nodes)
+        conn = connect(home)
+        ch = conn.channel()
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
+            ch.queue_declare("orphan", passive=True)
+        assert err.value.reply_code == 404
+        assert not list((home.data_dir / "msg_stores" / "vhosts").iterdir())
+        conn.close()
+    finally:
+        stop_all(nodes)
