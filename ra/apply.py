@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ra import machine as ra_machine
+from ra.effect_types import Effect
 from ra.state import ServerState, get_membership, hydrate
 from ra.trace_context import TraceContext
 from ra.types import (
@@ -26,7 +27,7 @@ from ra.types import (
     Entry,
 )
 
-Effects = list[Any]
+Effects = list[Effect]
 
 
 class DeleteAndTerminate(Exception):

@@ -18,10 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ra.effect_types import Effect
 from ra.state import ServerState, required_quorum
 from ra.types import HeartbeatRpc
 
-Effects = list[Any]
+Effects = list[Effect]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,13 +10,12 @@ is written, so that its own acknowledgement to the leader was true.
 
 from __future__ import annotations
 
-from typing import Any
-
+from ra.effect_types import Effect
 from ra.replication import make_rpcs
 from ra.state import ServerState
 from ra.types import TERMINATING_FOLLOWER, TERMINATING_LEADER
 
-Effects = list[Any]
+Effects = list[Effect]
 
 #: Returned instead of a Raft state when a member of a deleted cluster is done
 #: (``{stop, {shutdown, delete}}``): the caller stops it and deletes its data.

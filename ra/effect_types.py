@@ -9,14 +9,20 @@ Where upstream has two arities for one tag (``{send_msg, To, Msg}`` and
 ``{send_msg, To, Msg, Opts}``) there are two records, so the length of every
 effect stays what it is upstream. Atoms are strings.
 
-Executors (`ra.proc_effects`, `ra.sim`) match every shape here and raise
-`UnknownEffect` on anything else: an effect nobody executes is a bug in
-whoever emitted it, and silently dropping it hides that bug.
+The `Effect` union is written as the tuple *shapes* (Ra's type is a union of
+tuple shapes too), so a record and the plain tuple literal a core builds
+(``("notify", nots)``) both have the type, and the type checker tells a
+misspelt tag or a missing field apart from a real effect.
+
+Executors (`ra.proc_effects`, `ra.sim`) match every shape and end in
+`unknown_effect`: the type checker proves that case unreachable, and at run
+time it raises `UnknownEffect`: an effect nobody executes is a bug in whoever
+emitted it, and silently dropping it hides that bug.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Never, NoReturn
 
 __all__ = [
     "Append",
@@ -58,6 +64,7 @@ __all__ = [
     "TimerOpts",
     "TryAppend",
     "UnknownEffect",
+    "unknown_effect",
 ]
 
 
@@ -67,6 +74,12 @@ class UnknownEffect(ValueError):
     def __init__(self, effect: object, executor: str) -> None:
         super().__init__(f"{executor}: unknown effect {effect!r}")
         self.effect = effect
+
+
+def unknown_effect(effect: Never, executor: str) -> NoReturn:
+    """The last case of an executor's match: unreachable for the type checker
+    once every shape of `Effect` has a case, `UnknownEffect` at run time."""
+    raise UnknownEffect(effect, executor)
 
 
 # --- machine effects (ra_machine:effect()) -----------------------------------------------
@@ -256,10 +269,30 @@ class ReplyFrom(NamedTuple):
 
 
 MachineEffect = (
-    SendMsg | SendMsgOpts | ModCall | Monitor | MonitorComponent | Demonitor
-    | DemonitorComponent | Timer | TimerOpts | Log | LogLocal | LogExt | ReleaseCursorIndex
-    | ReleaseCursor | ReleaseCursorOpts | Checkpoint | Aux | Append | AppendMode | TryAppend
-    | Reply | ReplyTo | ReplyFrom | Literal["garbage_collection"]
+    tuple[Literal["send_msg"], Any, Any]
+    | tuple[Literal["send_msg"], Any, Any, Any]
+    | tuple[Literal["mod_call"], Any, str, list[Any]]
+    | tuple[Literal["monitor"], Literal["process", "node"], Any]
+    | tuple[Literal["monitor"], Literal["process", "node"], str, Any]
+    | tuple[Literal["demonitor"], Literal["process", "node"], Any]
+    | tuple[Literal["demonitor"], Literal["process", "node"], str, Any]
+    | tuple[Literal["timer"], Any, int | Literal["infinity"]]
+    | tuple[Literal["timer"], Any, int | Literal["infinity"], dict[str, Any]]
+    | tuple[Literal["log"], list[int], Any]
+    | tuple[Literal["log"], list[int], Any, Any]
+    | tuple[Literal["log_ext"], list[int], Any, Any]
+    | tuple[Literal["release_cursor"], int]
+    | tuple[Literal["release_cursor"], int, Any]
+    | tuple[Literal["release_cursor"], int, Any, dict[str, Any]]
+    | tuple[Literal["checkpoint"], int, Any]
+    | tuple[Literal["aux"], Any]
+    | tuple[Literal["append"], Any]
+    | tuple[Literal["append"], Any, Any]
+    | tuple[Literal["try_append"], Any, Any]
+    | tuple[Literal["reply"], Any]
+    | tuple[Literal["reply"], Any, Any]
+    | tuple[Literal["reply"], Any, Any, Any]
+    | Literal["garbage_collection"]
 )
 """What a machine's ``apply``, ``state_enter``, ``tick`` and aux handler may return."""
 
@@ -309,9 +342,11 @@ class Notify(NamedTuple):
 
 
 class SendRaEvent(NamedTuple):
+    """An ``ra_event`` for `pid`; `evt` is ``(type, body)``, e.g. ``("rejected", ...)``."""
+
     name: Literal["send_ra_event"]
     pid: Any
-    evt: Any
+    evt: tuple[Any, Any]
 
 
 class RecordLeaderMsg(NamedTuple):
@@ -349,9 +384,19 @@ class CancelSnapshotRetryTimer(NamedTuple):
 
 
 CoreEffect = (
-    SendRpc | Cast | NextEvent | NextEventTyped | SendVoteRequests | Notify | SendRaEvent
-    | RecordLeaderMsg | BgWork | SendSnapshot | StartSnapshotRetryTimer
-    | CancelSnapshotRetryTimer | Literal["start_election_timeout"]
+    tuple[Literal["send_rpc"], Any, Any]
+    | tuple[Literal["cast"], Any, Any]
+    | tuple[Literal["next_event"], Any]
+    | tuple[Literal["next_event"], Any, Any]
+    | tuple[Literal["send_vote_requests"], list[tuple[Any, Any]]]
+    | tuple[Literal["notify"], dict[Any, list[Any]]]
+    | tuple[Literal["send_ra_event"], Any, tuple[Any, Any]]
+    | tuple[Literal["record_leader_msg"], Any]
+    | tuple[Literal["bg_work"], Any, Any]
+    | tuple[Literal["send_snapshot"], Any, tuple[Any, Any, int]]
+    | tuple[Literal["start_snapshot_retry_timer"], Any, int]
+    | tuple[Literal["cancel_snapshot_retry_timer"], Any]
+    | Literal["start_election_timeout"]
 )
 """What the server core asks its process shell to do besides machine effects."""
 

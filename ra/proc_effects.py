@@ -22,7 +22,7 @@ from actors.pid import NoSuchName
 from ra import event_formatter, release_cursor, server, timeouts
 from ra import machine as ra_machine
 from ra.disk_log import run_bg_work
-from ra.effect_types import Effect, UnknownEffect
+from ra.effect_types import Effect, unknown_effect
 from ra.effects import always_executes, executes
 from ra.proc_helpers import request_vote, send_snapshot
 from ra.statem import CAST, INFO
@@ -195,7 +195,7 @@ def _run_one(proc: RaServerProc, eff: Effect, evtype: Any,
         case "garbage_collection":
             pass  # reference counting already frees what the machine let go of
         case _:
-            raise UnknownEffect(eff, "ra_server_proc")
+            unknown_effect(eff, "ra_server_proc")
     return []
 
 

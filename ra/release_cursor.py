@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ra.effect_types import Effect
 from ra.state import ServerState, dehydrate
 
-Effects = list[Any]
+Effects = list[Effect]
 
 
 def index_machine_version(idx: int, s: ServerState) -> int:

@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from ra.apply import apply_to
+from ra.effect_types import Effect
 from ra.packed import PackedEntries
 from ra.release_cursor import maybe_emit_pending_release_cursor
 from ra.state import Peer, ServerState
 from ra.types import AppendEntriesReply, AppendEntriesRpc, ServerId
 
-Effects = list[Any]
+Effects = list[Effect]
 
 
 def append_entries_reply(term: int, success: bool, s: ServerState) -> AppendEntriesReply:

@@ -26,6 +26,7 @@ from typing import Any
 from ra import consistent_queries, deletion, versioning
 from ra import machine as ra_machine
 from ra.apply import DeleteAndTerminate, apply_to, machine_state_enter
+from ra.effect_types import Effect
 from ra.log_base import WalDown
 from ra.release_cursor import maybe_emit_pending_release_cursor
 from ra.replication import (
@@ -88,7 +89,7 @@ from ra.types import (
     ServerId,
 )
 
-Effects = list[Any]
+Effects = list[Effect]
 Result = tuple[str, ServerState, Effects]
 
 #: Returned instead of a Raft state when a removed leader must stop (``{stop, normal}``).

@@ -21,7 +21,7 @@ from typing import Any
 from ra import release_cursor, server, timeouts
 from ra import seq as ra_seq
 from ra import snapshot as ra_snapshot
-from ra.effect_types import Effect, UnknownEffect
+from ra.effect_types import Effect, unknown_effect
 from ra.effects import executes
 from ra.log import DEFAULT_MIN_SNAPSHOT_INTERVAL, MemoryLog
 from ra.machine import Machine
@@ -457,8 +457,16 @@ class Sim:
                     pass
                 case ("aux", _cmd):
                     self._aux(st)
+                case (
+                    ("send_msg", _, _) | ("mod_call", _, _, _) | ("monitor", *_)
+                    | ("demonitor", *_) | ("timer", *_) | ("log", *_) | ("log_ext", *_)
+                    | ("append", *_) | ("try_append", *_) | ("reply", _, _, *_)
+                    | "garbage_collection"
+                ):
+                    # the simulated machines emit none of these
+                    raise NotImplementedError(f"ra.sim does not execute {eff!r}")
                 case _:
-                    raise UnknownEffect(eff, "ra.sim")
+                    unknown_effect(eff, "ra.sim")
         return nexts
 
     def _aux(self, st: ServerState) -> None:

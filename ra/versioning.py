@@ -22,10 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 from ra import machine as ra_machine
+from ra.effect_types import Effect
 from ra.state import ServerState
 from ra.types import InfoReply, InfoRpc, ServerId, noop
 
-Effects = list[Any]
+Effects = list[Effect]
 
 #: ``machine_upgrade_strategy`` values (spec §21.1); ``all`` is the default.
 ALL = "all"
@@ -47,7 +48,8 @@ def post_election_effects(s: ServerState) -> Effects:
     """
     if not s.peers() or upgrade_strategy(s) == QUORUM:
         return [("next_event", "cast", ("command", noop(s.now_ms, s.cfg.machine_version)))]
-    effect = ("next_event", "cast", ("command", noop(s.now_ms, s.cfg.effective_machine_version)))
+    effect: Effect = ("next_event", "cast",
+                      ("command", noop(s.now_ms, s.cfg.effective_machine_version)))
     return [effect, *info_rpc_effects(s)]
 
 
