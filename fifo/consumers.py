@@ -22,6 +22,7 @@ from fifo.records import (
     erl_key,
     erl_sorted,
 )
+from ra.effect_types import Effect
 
 __all__ = [
     "activate_next_consumer",
@@ -162,7 +163,7 @@ def active_consumer(consumers: Mapping[Hashable, Consumer]) -> tuple[Hashable, C
     return None
 
 
-def activate_next_consumer(s: RabbitFifoState, effects: list[Any]) -> None:
+def activate_next_consumer(s: RabbitFifoState, effects: list[Effect]) -> None:
     """SAC hand-over (spec §8.4); a no-op for competing consumers."""
     if s.cfg.consumer_strategy == "competing":
         return
@@ -288,7 +289,7 @@ def complete(meta: Meta, key: Hashable, msg_ids: Iterable[int], c: Consumer,
 
 
 def return_one(meta: Meta, msg_id: int, msg0: Msg, delivery_failed: bool,
-               anns: Mapping[str, Any], s: RabbitFifoState, effects: list[Any],
+               anns: Mapping[str, Any], s: RabbitFifoState, effects: list[Effect],
                key: Hashable) -> None:
     """Give one checked-out message back, or dead-letter it past the delivery limit.
 
@@ -313,14 +314,14 @@ def return_one(meta: Meta, msg_id: int, msg0: Msg, delivery_failed: bool,
     s.msg_bytes_enqueue += size
 
 
-def return_all(meta: Meta, s: RabbitFifoState, effects: list[Any], key: Hashable, c: Consumer,
+def return_all(meta: Meta, s: RabbitFifoState, effects: list[Effect], key: Hashable, c: Consumer,
                delivery_failed: bool) -> None:
     s.consumers[key] = c
     for msg_id in sorted(c.checked_out):
         return_one(meta, msg_id, c.checked_out[msg_id], delivery_failed, {}, s, effects, key)
 
 
-def cancel_consumer(meta: Meta, key: Hashable, s: RabbitFifoState, effects: list[Any],
+def cancel_consumer(meta: Meta, key: Hashable, s: RabbitFifoState, effects: list[Effect],
                     reason: str) -> None:
     """``cancel`` keeps unacked messages; ``remove`` and ``down`` give them back."""
     if s.cfg.consumer_strategy == "single_active" and s.waiting_consumers \

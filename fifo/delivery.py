@@ -19,6 +19,7 @@ from fifo.effects import DELIVERY_SEND_MSG_OPTS, dead_lettered, send_msg
 from fifo.msg import Msg, get_header, msg_header, msg_idx, msg_size, unpack
 from fifo.records import RabbitFifoState, erl_sorted
 from fifo.serial_number import add as serial_add
+from ra.effect_types import Effect
 
 __all__ = [
     "DELIVERY_CHUNK_LIMIT_B",
@@ -71,7 +72,7 @@ def get_next_msg(s: RabbitFifoState) -> Msg | None:
     return s.messages.get()
 
 
-def expire_msgs(ts: int, s: RabbitFifoState, effects: list[Any]) -> bool:
+def expire_msgs(ts: int, s: RabbitFifoState, effects: list[Effect]) -> bool:
     """Drop expired messages from the head only; each one is dead-lettered."""
     expired = False
     while True:
@@ -90,7 +91,7 @@ def expire_msgs(ts: int, s: RabbitFifoState, effects: list[Any]) -> bool:
 
 
 def checkout_one(meta: Meta, s: RabbitFifoState,
-                 effects: list[Any]) -> tuple[Hashable, int, Msg] | None:
+                 effects: list[Effect]) -> tuple[Hashable, int, Msg] | None:
     """Hand the next message to the next servable consumer, if both exist."""
     expire_msgs(meta["system_time"], s, effects)
     sq = s.service_queue
@@ -174,14 +175,14 @@ def _delivery_effect(key: Hashable, msgs: list[tuple[int, Msg]], s: RabbitFifoSt
     return ("log_ext", idxs, deliver, ("local", pid.node))
 
 
-def add_delivery_effects(effects: list[Any], acc: dict[Hashable, list[tuple[int, Msg]]],
+def add_delivery_effects(effects: list[Effect], acc: dict[Hashable, list[tuple[int, Msg]]],
                          s: RabbitFifoState) -> None:
     for key in erl_sorted(acc):
         for chunk in chunk_disk_msgs(acc[key]):
             effects.append(_delivery_effect(key, chunk, s))
 
 
-def checkout(meta: Meta, before: LimitView, s: RabbitFifoState, effects: list[Any],
+def checkout(meta: Meta, before: LimitView, s: RabbitFifoState, effects: list[Effect],
              reply: Any = "ok") -> tuple[RabbitFifoState, Any, list[Any]]:
     """Deliver what can be delivered, then feed the dlx worker and apply limits."""
     acc: dict[Hashable, list[tuple[int, Msg]]] = {}
@@ -240,24 +241,27 @@ def is_below_soft_limit(s: RabbitFifoState) -> bool:
     return _is_below(cfg.max_length, count) and _is_below(cfg.max_bytes, size)
 
 
-def _unblock_enqueuers(s: RabbitFifoState, effects: list[Any]) -> None:
+def _unblock_enqueuers(s: RabbitFifoState, effects: list[Effect]) -> None:
     for pid in erl_sorted(s.enqueuers):
         s.enqueuers[pid].blocked = None
         effects.append(send_msg(pid, ("queue_status", "go"), ["ra_event"]))
 
 
-def _append_combined(effects: list[Any], new: list[Any]) -> None:
+def _append_combined(effects: list[Effect], new: list[Effect]) -> None:
     """Merge consecutive dead-letter counter effects (mass drops on a policy change)."""
     if len(new) == 1 and effects:
-        a, b = effects[-1], new[0]
-        if (a[:3] == b[:3] == ("mod_call", "rabbit_global_counters", "messages_dead_lettered")
-                and a[3][:3] == b[3][:3]):
-            effects[-1] = dead_lettered(a[3][0], a[3][2], a[3][3] + b[3][3])
-            return
+        match effects[-1], new[0]:
+            case (("mod_call", "rabbit_global_counters", "messages_dead_lettered",
+                   [reason, qtype, kind, n]),
+                  ("mod_call", "rabbit_global_counters", "messages_dead_lettered",
+                   [reason2, qtype2, kind2, more])) if (reason, qtype, kind) == (
+                       reason2, qtype2, kind2):
+                effects[-1] = dead_lettered(reason, kind, n + more)
+                return
     effects.extend(new)
 
 
-def drop_head(s: RabbitFifoState, effects: list[Any]) -> bool:
+def drop_head(s: RabbitFifoState, effects: list[Effect]) -> bool:
     m = take_next_msg(s)
     if m is None:
         return False
@@ -269,7 +273,7 @@ def drop_head(s: RabbitFifoState, effects: list[Any]) -> bool:
 
 
 def evaluate_limit(index: int, before: LimitView, s: RabbitFifoState,
-                   effects: list[Any]) -> None:
+                   effects: list[Effect]) -> None:
     """Enforce max-length / max-length-bytes after a command (spec §10)."""
     cfg = s.cfg
     after_undefined = cfg.max_length is None and cfg.max_bytes is None
@@ -277,7 +281,7 @@ def evaluate_limit(index: int, before: LimitView, s: RabbitFifoState,
         if not before.undefined:
             _unblock_enqueuers(s, effects)
         return
-    limit_effects: list[Any] = []
+    limit_effects: list[Effect] = []
     if cfg.overflow_strategy == "drop_head":
         # Upstream recurses while over the limit even when nothing is droppable
         # (only dead-lettered messages left): stop instead of spinning forever.

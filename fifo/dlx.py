@@ -18,6 +18,7 @@ from fifo.commands import get_msg
 from fifo.effects import SELF, dead_lettered, mod_call, send_msg
 from fifo.msg import Msg, msg_header, msg_idx, msg_size, unpack
 from fifo.records import DlxConsumer, RabbitFifoDlx
+from ra.effect_types import Effect
 
 __all__ = [
     "annotate_msg",
@@ -166,7 +167,7 @@ def update_config(old: Any, new: Any, qres: Any, dlx: RabbitFifoDlx) -> tuple[Ra
         return dlx, [send_msg(dlx.consumer.pid, ("dlx_event", SELF, "lookup_topology"), "cast")]
     if old == new:
         return dlx, []
-    effects: list[Any] = [
+    effects: list[Effect] = [
         mod_call("logger", "debug",
                  ["Switching dead_letter_handler from ~tp to ~tp for ~ts", [old, new, qres]])
     ]

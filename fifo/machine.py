@@ -81,6 +81,7 @@ from fifo.records import (
 )
 from fifo.serial_number import add as serial_add
 from fifo.serial_number import diff as serial_diff
+from ra.effect_types import Effect
 
 __all__ = ["MACHINE_VERSION", "RabbitFifo"]
 
@@ -215,13 +216,13 @@ class RabbitFifo:
                     *dlx_effects]
         return dlx_effects
 
-    def _enter_leader(self, s: RabbitFifoState, dlx_effects: list[Any]) -> list[Any]:
+    def _enter_leader(self, s: RabbitFifoState, dlx_effects: list[Effect]) -> list[Effect]:
         pids = dict.fromkeys(s.enqueuers)
         pids.update(dict.fromkeys(c.cfg.pid for c in s.consumers.values()))
         pids.update(dict.fromkeys(c.cfg.pid for _, c in s.waiting_consumers))
         ordered = erl_sorted(pids)
         nodes = erl_sorted(dict.fromkeys(p.node for p in ordered))
-        effects: list[Any] = [
+        effects: list[Effect] = [
             expiry_timer_on_election(s),
             *dlx_effects,
             *(monitor_process(p) for p in ordered),
@@ -333,7 +334,7 @@ class RabbitFifo:
 
     def _apply_enqueue(self, meta: Meta, before: LimitView, pid: Any, seq: Any, raw: Any,
                        size: tuple[int, int], s: RabbitFifoState) -> Result:
-        effects: list[Any] = [("aux", ("bytes_in", size))]
+        effects: list[Effect] = [("aux", ("bytes_in", size))]
         if pid is None and seq is None:
             self._enqueue_msg(meta, raw, size[1], s)
             return checkout(meta, before, s, effects)
@@ -367,7 +368,7 @@ class RabbitFifo:
     # --- settle / return / discard ------------------------------------------------------------
 
     def _complete_and_checkout(self, meta: Meta, before: LimitView, msg_ids: Any,
-                               key: Hashable, c: Consumer, effects: list[Any],
+                               key: Hashable, c: Consumer, effects: list[Effect],
                                s: RabbitFifoState) -> Result:
         was_quiescing = c.status == "quiescing"
         complete(meta, key, msg_ids, c, s)
@@ -387,7 +388,7 @@ class RabbitFifo:
 
     def _return(self, meta: Meta, before: LimitView, key: Hashable, msg_ids: Any,
                 failed: bool, anns: Mapping[str, Any], s: RabbitFifoState) -> Result:
-        effects: list[Any] = []
+        effects: list[Effect] = []
         for msg_id in msg_ids:  # requeued in the order the client gave them back
             c = s.consumers.get(key)
             if c is not None and msg_id in c.checked_out:
@@ -414,7 +415,7 @@ class RabbitFifo:
         s.messages.in_("no", make_msg(meta["index"], header))
         s.enqueue_count += 1
         update_or_remove_con(meta, key, c, s)
-        effects: list[Any] = []
+        effects: list[Effect] = []
         if meta["machine_version"] >= 7:
             activate_next_consumer(s, effects)
         return checkout(meta, before, s, effects)
@@ -499,7 +500,7 @@ class RabbitFifo:
             "delivery_count": c.delivery_count,
             "num_checked_out": len(c.checked_out),
         }
-        effects: list[Any] = [monitor_process(cid[1])]
+        effects: list[Effect] = [monitor_process(cid[1])]
         activate_next_consumer(s, effects)
         # v7 quirk: is_active compares a key with a {Key, Consumer} pair, so it is
         # always false for single active consumer queues (fixed in v8)
@@ -517,7 +518,7 @@ class RabbitFifo:
         if exists:
             return (s, ("dequeue", "empty"))
         update_consumer(meta, cid, cid, cmeta, ("once", ("simple_prefetch", 1)), 0, s)
-        effects0: list[Any] = []
+        effects0: list[Effect] = []
         res = checkout_one(meta, s, effects0)
         if res is None:
             # every ready message had expired
@@ -540,7 +541,7 @@ class RabbitFifo:
         key = consumer_key_from_id(cid, s)
         if key is None:
             return (s, ("error", "consumer_not_found"), [])
-        effects: list[Any] = []
+        effects: list[Effect] = []
         cancel_consumer(meta, key, s, effects, spec)
         activate_next_consumer(s, effects)
         c = s.consumers.get(key)
@@ -560,7 +561,7 @@ class RabbitFifo:
         s.returns.clear()
         s.messages_total -= ready
         s.msg_bytes_enqueue = 0
-        effects: list[Any] = [("aux", "force_checkpoint"), "garbage_collection"]
+        effects: list[Effect] = [("aux", "force_checkpoint"), "garbage_collection"]
         evaluate_limit(meta["index"], before, s, effects)
         return (s, ("purge", ready), effects)
 
@@ -569,7 +570,7 @@ class RabbitFifo:
     def _handle_down(self, meta: Meta, pid: Any, s: RabbitFifoState) -> list[Any]:
         """A monitored process is gone: forget it as publisher and consumer (§3.14)."""
         s.enqueuers.pop(pid, None)
-        effects: list[Any] = []
+        effects: list[Effect] = []
         if s.cfg.consumer_strategy == "single_active" and s.waiting_consumers:
             still_up = []
             for k, c in s.waiting_consumers:
@@ -587,7 +588,7 @@ class RabbitFifo:
                       s: RabbitFifoState) -> Result:
         """v7: every consumer on the node is suspected and its messages return now."""
         node = pid.node
-        effects: list[Any] = []
+        effects: list[Effect] = []
         for key in erl_sorted(s.consumers):
             c = s.consumers.get(key)
             if c is None or c.cfg.pid.node != node or c.status != "up":
@@ -604,7 +605,7 @@ class RabbitFifo:
                           s: RabbitFifoState) -> Result:
         """v7 SAC: consumers on the node are demoted to the end of the waiting list."""
         node = pid.node
-        effects: list[Any] = []
+        effects: list[Effect] = []
         waiting0 = list(s.waiting_consumers)
         for key in erl_sorted(s.consumers):
             c = s.consumers.get(key)
@@ -644,7 +645,7 @@ class RabbitFifo:
         return sort_waiting(out)
 
     def _nodeup(self, meta: Meta, before: LimitView, node: Any, s: RabbitFifoState) -> Result:
-        effects: list[Any] = [monitor_process(p) for p in self._suspected_pids_for(node, s)]
+        effects: list[Effect] = [monitor_process(p) for p in self._suspected_pids_for(node, s)]
         # prompt publishers on the node to resend whatever got stuck meanwhile
         effects.extend(send_msg(p, "leader_change", "ra_event")
                        for p in erl_sorted(s.enqueuers) if p.node == node)
@@ -684,7 +685,7 @@ class RabbitFifo:
         return [*reversed(waiting), *reversed(enqs), *reversed(cons)]
 
 
-def expiry_timer_on_election(s: RabbitFifoState) -> tuple[str, str, Any]:
+def expiry_timer_on_election(s: RabbitFifoState) -> Effect:
     """Expiry timer for a new leader.
 
     Upstream computes ``Expiry - now`` from the wall clock here; the machine
@@ -698,8 +699,8 @@ def expiry_timer_on_election(s: RabbitFifoState) -> tuple[str, str, Any]:
 
 
 def _reply_log_effect(idx: int, msg_id: int, header: Header, ready: int,
-                      from_: Any) -> tuple[str, list[int], Callable[..., list[Any]]]:
-    def reply(cmds: list[Any]) -> list[Any]:
+                      from_: Any) -> Effect:
+    def reply(cmds: list[Any]) -> list[Effect]:
         if not cmds:
             return []
         return [("reply", from_, ("wrap_reply",

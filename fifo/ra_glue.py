@@ -103,7 +103,7 @@ class RaAux:
         return None if entry is None else _user_command(entry[2])
 
 
-def _record_sends(queue: Any, effects: list[Any]) -> None:
+def _record_sends(queue: Any, effects: list[Effect]) -> None:
     if trace.enabled():
         replica_trace.sent(queue, effects)
 
@@ -123,7 +123,7 @@ def _resolve_self_one(eff: Any) -> Any:
     return eff
 
 
-def _resolve_self(effects: list[Any]) -> list[Any]:
+def _resolve_self(effects: list[Effect]) -> list[Effect]:
     return [_resolve_self_one(eff) for eff in effects]
 
 
@@ -199,7 +199,7 @@ class QueueMachine:
 
     # --- effect adaptation -------------------------------------------------------------------
 
-    def _adapt(self, queue: Any, effects: Any) -> list[Any]:
+    def _adapt(self, queue: Any, effects: Any) -> list[Effect]:
         out: list[Any] = []
         for eff in ra_machine.flatten(effects):
             tag = eff[0] if isinstance(eff, tuple) and eff else None
@@ -238,7 +238,7 @@ class QueueMachine:
         return run
 
 
-def _adapt_results(effects: Any) -> list[Any]:
+def _adapt_results(effects: Any) -> list[Effect]:
     """Effects returned by a log callback: executed right away by the same member."""
     out = []
     for eff in _resolve_self(ra_machine.flatten(effects)):

@@ -60,6 +60,7 @@ from fifo.consumers import consumer_key_from_id
 from fifo.delivery import messages_ready
 from fifo.msg import Msg, get_header, msg_header, msg_idx
 from fifo.records import Consumer, RabbitFifoState, erl_sorted
+from ra.effect_types import Effect
 from ra.trace_context import LogReader, TraceContext
 from ra.types import NOOP, RA_CLUSTER, RA_CLUSTER_CHANGE, USR
 
@@ -643,7 +644,7 @@ def _delivered(msg: Any) -> tuple[Any, list[tuple[int, Any, Msg | None, Any]]] |
     return None
 
 
-def sent(ra_name: Any, effects: list[Any]) -> None:
+def sent(ra_name: Any, effects: list[Effect]) -> None:
     """``local_delivery`` for each message of the ``send_msg`` deliveries in `effects`."""
     r = None
     for eff in effects:
