@@ -100,3 +100,13 @@ def test_the_simulator_raises_on_an_effect_it_does_not_know() -> None:
     srv = sim.servers[sim.ids[0]]
     with pytest.raises(UnknownEffect):
         sim._run_effects(srv, [("no_such_effect", 1)], CAST)
+
+
+@pytest.mark.parametrize("effect", [("mod_call", "m", "f", []), ("timer", "t", 10),
+                                    ("append", "cmd"), "garbage_collection"])
+def test_the_simulator_refuses_machine_effects_it_does_not_execute(effect: Any) -> None:
+    sim = Sim(seed=1)
+    srv = sim.servers[sim.ids[0]]
+    srv.role = "leader"
+    with pytest.raises(NotImplementedError, match=r"ra\.sim does not execute"):
+        sim._run_effects(srv, [effect], CAST)
