@@ -19,6 +19,7 @@ from actors.wire import frozen_init
 __all__ = [
     "DEFAULT_CREDIT",
     "FLOW_REPORT_WINDOW_US",
+    "BlockedTime",
     "CreditFlow",
     "Grant",
     "bump_msg",
@@ -30,6 +31,29 @@ DEFAULT_CREDIT: tuple[int, int] = (400, 200)
 
 FLOW_REPORT_WINDOW_US = 1_000_000
 """A process blocked within this many microseconds still reports `flow`."""
+
+
+@dataclass
+class BlockedTime:
+    """How long a sender has spent blocked by credit flow, its stretches added up.
+
+    RabbitMQ keeps no such total (a connection only reports `flow` while blocked);
+    warren's metrics show it. The owner tells it, with the time, whether the sender
+    is blocked after each change of its credit."""
+
+    done_ms: int = 0
+    since_ms: int | None = None
+
+    def observe(self, blocked: bool, now_ms: int) -> None:
+        if blocked and self.since_ms is None:
+            self.since_ms = now_ms
+        elif not blocked and self.since_ms is not None:
+            self.done_ms += now_ms - self.since_ms
+            self.since_ms = None
+
+    def total(self, now_ms: int) -> int:
+        """The blocked time so far, an open stretch counted up to `now_ms`."""
+        return self.done_ms + (0 if self.since_ms is None else now_ms - self.since_ms)
 
 
 @frozen_init

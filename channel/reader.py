@@ -35,7 +35,7 @@ from channel.assembler import Assembler, Command, has_content
 from channel.auth import MECHANISMS, LoginRefused, User, check_login, reauthenticate
 from channel.channel import ConnectionInfo
 from channel.config import BrokerContext
-from channel.credit_flow import CreditFlow
+from channel.credit_flow import BlockedTime, CreditFlow
 from channel.errors import INTERNAL_ERROR_CLOSE, AmqpError, erlang_term
 from channel.frame_text import cannot_decode, frame_error_text, unexpected_frame_text
 from channel.framing import (
@@ -139,6 +139,8 @@ class Reader:
         self.recv_requests = 0
         self.frames_parsed = 0
         self.publishes_dispatched = 0
+        #: time blocked by credit flow (the node's metrics)
+        self.credit_blocked_time = BlockedTime()
 
     # ------------------------------------------------------------------ run
 
@@ -457,6 +459,7 @@ class Reader:
 
     def control_throttle(self) -> None:
         now = self.clock.monotonic_ms()
+        self.credit_blocked_time.observe(self.credit.blocked(), now)
         self.state_effects(*self.throttle.control(self.state, self.credit.blocked(), now))
 
     def publish_received(self) -> None:

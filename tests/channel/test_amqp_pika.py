@@ -269,8 +269,10 @@ def test_credit_flow_stops_socket_reads_until_the_queue_grants_again(
     assert reader.publishes_dispatched == 400  # exactly the initial credit
     assert reader.credit.blocked()
     assert reader.info()["state"] == "flow"
+    assert reader.credit_blocked_time.since_ms is not None  # a blocked stretch is open
     broker.backend.release("/", "slow")
     hub_wait_until(lambda: reader.publishes_dispatched == 500, "all publishes dispatched")
     assert reader.recv_requests > requests
     assert not reader.credit.blocked()
+    assert reader.credit_blocked_time.since_ms is None  # and closed, its time added up
     assert len(broker.backend.queues[("/", "slow")].ready) == 500

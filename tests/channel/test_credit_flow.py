@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channel.credit_flow import CreditFlow, Grant, bump_msg, validate_credit
+from channel.credit_flow import BlockedTime, CreditFlow, Grant, bump_msg, validate_credit
 
 
 def test_default_pair_is_400_then_200() -> None:
@@ -149,3 +149,15 @@ def test_invalid_credit_settings_are_refused(value: object) -> None:
 def test_valid_credit_settings_pass() -> None:
     assert validate_credit((0, 0)) == (0, 0)
     assert validate_credit((400, 200)) == (400, 200)
+
+
+def test_blocked_time_adds_up_the_blocked_stretches() -> None:
+    spent = BlockedTime()
+    spent.observe(False, now_ms=10)
+    spent.observe(True, now_ms=100)
+    spent.observe(True, now_ms=130)  # still the same stretch
+    assert spent.total(now_ms=150) == 50  # an open stretch counts up to now
+    spent.observe(False, now_ms=160)
+    spent.observe(True, now_ms=200)
+    spent.observe(False, now_ms=205)
+    assert spent.total(now_ms=1000) == 65
