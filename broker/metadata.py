@@ -159,6 +159,8 @@ class MetadataMachine:
                 return self._add_vhost(s, vhost, {})
             case ("add_vhost", vhost, dict() as metadata):
                 return self._add_vhost(s, vhost, metadata)
+            case ("delete_vhost", vhost):
+                return self._delete_vhost(s, vhost)
             case ("add_user", User() as added):
                 if added.name in s.users:
                     return s, ("error", "user_already_exists"), []
@@ -293,6 +295,27 @@ class MetadataMachine:
             new = replace(new, vhost_metadata={**getattr(s, "vhost_metadata", {}),
                                                vhost: dict(metadata)})
         return new, "ok", []
+
+    def _delete_vhost(self, s: MetadataState,
+                      vhost: str) -> tuple[MetadataState, Any, list[Any]]:
+        """The vhost and everything in it: exchanges, bindings, queue records,
+        policies, limits, metadata and every user's permissions on it (its queues'
+        processes and Ra clusters are stopped by the caller first)."""
+        self._vhost(s, vhost)
+        t = _cow_topology(s.topology, None)
+        del t.vhosts[vhost]
+        users = {name: replace(
+            u, permissions={v: p for v, p in u.permissions.items() if v != vhost},
+            topic_permissions={v: p for v, p in u.topic_permissions.items() if v != vhost})
+            for name, u in s.users.items()}
+        return replace(
+            s, vhosts=tuple(v for v in s.vhosts if v != vhost), topology=t, users=users,
+            queues={k: r for k, r in s.queues.items() if k[0] != vhost},
+            classic_queues={k: r for k, r in classic_queues(s).items() if k[0] != vhost},
+            policies={k: p for k, p in s.policies.items() if k[0] != vhost},
+            vhost_limits={v: lim for v, lim in s.vhost_limits.items() if v != vhost},
+            vhost_metadata={v: m for v, m in getattr(s, "vhost_metadata", {}).items()
+                            if v != vhost}), "ok", []
 
     def _declare_classic(self, s: MetadataState,
                          record: ClassicRecord) -> tuple[MetadataState, Any, list[Any]]:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from actors.pid import Pid
 from broker import policy
-from broker.metadata import PROJECTION, MetadataMachine, MetadataState
+from broker.metadata import PROJECTION, MetadataMachine, MetadataState, vhost_metadata
 from channel.auth import User, password_ok
+from channel.classic_directory import ClassicRecord
+from channel.permissions import Permission
 from channel.queue_registry import QueueRecord
 
 M = MetadataMachine()
@@ -173,3 +177,59 @@ def test_argument_versus_policy(key: str, arg: Any, pol: Any, expected: Any) -> 
 def test_priority_ties_go_to_the_first_name() -> None:
     ps = [policy.validate("/", n, ".*", {"max-length": i}) for i, n in enumerate("ba")]
     assert policy.matching_policy(ps, "/", "queue", "q").name == "a"
+
+
+def classic(name: str, node: str = "a@h:1", serial: int = 1, *, durable: bool = True,
+            vhost: str = "/") -> ClassicRecord:
+    return ClassicRecord(vhost, name, Pid(node, serial, 1), durable, False, None,
+                         {"x-queue-type": "classic"})
+
+
+def test_a_classic_queue_record_is_the_clusters_and_its_name_is_taken_once() -> None:
+    st = Store()
+    first = classic("c")
+    assert st.apply(("declare_classic_queue", first)) == ("created", first)
+    assert st.apply(("declare_classic_queue", classic("c", serial=2))) == ("existing", first)
+    st.apply(("declare_queue", record("q")))
+    assert st.apply(("declare_classic_queue", classic("q"))) == (
+        "error", ("PRECONDITION_FAILED", "inequivalent arg 'x-queue-type' for queue 'q' in "
+                  "vhost '/': received 'classic' but current is 'quorum'"))
+
+
+def test_a_classic_record_goes_only_with_the_process_it_names_and_takes_its_bindings(
+        ) -> None:
+    st = Store()
+    st.apply(("declare_classic_queue", classic("c")))
+    st.apply(("bind", "/", "amq.direct", "queue", "c", "k", {}))
+    assert st.apply(("delete_classic_queue", "/", "c", Pid("a@h:1", 9, 1))) == ("ok", 0)
+    assert ("/", "c") in st.state.classic_queues
+    assert st.apply(("delete_classic_queue", "/", "c", Pid("a@h:1", 1, 1))) == ("ok", 1)
+    assert st.state.classic_queues == {}
+    assert st.state.topology.bindings("/", "amq.direct") == []
+
+
+def test_a_down_node_loses_its_transient_classic_queues_and_keeps_its_durable_ones() -> None:
+    st = Store()
+    for r in (classic("t", durable=False), classic("d"), classic("elsewhere", "b@h:2",
+                                                                 durable=False)):
+        st.apply(("declare_classic_queue", r))
+    st.apply(("classic_node_down", "a@h:1"))
+    assert sorted(n for _v, n in st.state.classic_queues) == ["d", "elsewhere"]
+
+
+def test_add_vhost_keeps_its_metadata_and_delete_vhost_takes_everything_in_it() -> None:
+    st = Store()
+    st.apply(("add_vhost", "v", {"default_queue_type": "quorum"}))
+    st.apply(("add_vhost", "v", {"default_queue_type": "classic"}))  # exists: unchanged
+    assert vhost_metadata(st.state, "v") == {"default_queue_type": "quorum"}
+    st.apply(("set_permissions", "guest", "v", Permission(".*", ".*", ".*")))
+    st.apply(("declare_classic_queue", classic("c", vhost="v")))
+    st.apply(("declare_queue", replace(record("q"), vhost="v")))
+    st.apply(("set_vhost_limits", "v", {"max-queues": 5}))
+    assert st.apply(("delete_vhost", "v")) == "ok"
+    s = st.state
+    assert s.vhosts == ("/",) and "v" not in s.topology.vhosts
+    assert (s.classic_queues, s.queues, s.vhost_limits) == ({}, {}, {})
+    assert vhost_metadata(s, "v") == {}
+    assert "v" not in s.users["guest"].permissions
+    assert st.apply(("delete_vhost", "v")) == ("error", ("NOT_FOUND", "no vhost 'v'"))
