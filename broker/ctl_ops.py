@@ -14,6 +14,8 @@ import actors
 from actors import gen_server
 from broker import policy as pol
 from broker.alarms import ALARM_SERVER
+from broker.ctl_common import EX_UNAVAILABLE, INFO_TIMEOUT, CtlError
+from broker.ctl_queues import classic_queue_rows, select_columns
 from broker.formation import ping
 from broker.metadata import CLUSTER_NAME, effective_policy
 from broker.node import DLX_SUP, RA_SYSTEM
@@ -29,21 +31,10 @@ from ra import api, directory
 from ra.disk_store import DiskStore
 from supervision import supervisor
 
-__all__ = ["CtlError"]
+__all__ = ["EX_UNAVAILABLE", "INFO_TIMEOUT", "CtlError"]
 
-INFO_TIMEOUT = 2000
-#: rabbitmqctl's status for some refusals (a parameter or vhost that does not exist)
-EX_UNAVAILABLE = 69
 #: the WAL answers calls after its current batch, which a disk delay makes slow
 WAL_CALL_TIMEOUT = 25_000
-
-
-class CtlError(Exception):
-    """A refused command: `code` is the CLI's exit status (65 = data error)."""
-
-    def __init__(self, message: str, code: int = 65) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _record(vhost: str, name: str) -> QueueRecord:
@@ -122,8 +113,6 @@ def list_queues(vhost: str = "/", columns: tuple[str, ...] = ()) -> list[dict[st
     (`broker.ctl_queues`). `messages_dlx` / `message_bytes_dlx` are RabbitMQ's quorum
     queue statistics of the same names: the dead letters an at-least-once queue still
     holds (waiting for, or handed to, its dead-letter worker) and their body bytes."""
-    from broker.ctl_queues import classic_queue_rows, select_columns
-
     broker = broker_of()
     rows = []
     for r in sorted(broker.registry.list(vhost), key=lambda r: r.name):

@@ -18,7 +18,7 @@ from typing import Any
 import actors
 from actors import gen_server
 from actors.pid import CallExit
-from broker.ctl_ops import EX_UNAVAILABLE, INFO_TIMEOUT, CtlError
+from broker.ctl_common import EX_UNAVAILABLE, INFO_TIMEOUT, CtlError
 from broker.metadata import classic_queues, vhost_metadata
 from broker.running import broker_of
 from channel.classic_directory import ClassicRecord
