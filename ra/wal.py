@@ -30,7 +30,8 @@ A slow disk is modelled by a sync delay (``("set_sync_delay", ms)``, the
 each batch's fdatasync, so writers wait for "written" exactly as behind a
 slow device while the node's other processes keep running. The delay lives
 in the WAL process (a restarted WAL starts without one); ``"sync_stats"``
-reports it with the number of syncs and of delayed syncs.
+reports it with the number of syncs (one per batch), of delayed syncs and of the
+entries those batches held.
 """
 
 from __future__ import annotations
@@ -236,6 +237,8 @@ class Wal:
         self.sync_ms_recent: deque[float] = deque(maxlen=SYNC_HISTORY)
         self.syncs = 0
         self.delayed_syncs = 0
+        #: entries in the batches synced so far (``entries`` counts the current file's)
+        self.synced_entries = 0
 
     # ---- start and recovery (spec §15.4) ---------------------------------
 
@@ -381,6 +384,7 @@ class Wal:
                                             (self.fd, data, self.fsync, delay_ms / 1000.0))
             self._writing = False
             self.syncs += 1
+            self.synced_entries += n_entries
             if delay_ms > 0:
                 self.delayed_syncs += 1
             self.sync_ms_recent.append(fsync_ms)
@@ -460,7 +464,7 @@ class Wal:
                 return "ok"
             case "sync_stats":
                 return {"sync_delay_ms": self.sync_delay_ms, "syncs": self.syncs,
-                        "delayed_syncs": self.delayed_syncs}
+                        "delayed_syncs": self.delayed_syncs, "entries": self.synced_entries}
             case "file":
                 return os.path.join(self.cfg.dir, wal_file.file_name(self.file_no))
         return ("error", ("unknown_request", request))

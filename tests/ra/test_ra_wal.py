@@ -45,6 +45,24 @@ def view(stack: Stack, uid: str = UID) -> list[Any]:
 # --- batching -----------------------------------------------------------------
 
 
+def test_the_wal_counts_its_batches_and_their_entries(node: Node, tmp_path: Any) -> None:
+    """What a node's metrics read: batches synced and the entries they held, so the
+    mean batch size is one over the other."""
+    with node.attached():
+        stack = Stack(str(tmp_path)).start(segments=False)
+        me = actors.self()
+        pids = [actors.spawn_link(relay, me, n) for n in range(3)]
+        before = gen_server.call(ra_wal.WAL_NAME, "sync_stats")
+        for n, pid in enumerate(pids):  # queued before the WAL runs again: one batch
+            ra_wal.append(ra_wal.WAL_NAME, f"uid{n}", pid, entries(1, 4))
+        for _ in pids:
+            next_msg()
+        after = gen_server.call(ra_wal.WAL_NAME, "sync_stats")
+        assert after["syncs"] - before["syncs"] == 1
+        assert after["entries"] - before["entries"] == 12
+        stack.stop_all()
+
+
 @pytest.mark.parametrize("writers", [3, 30])
 def test_a_mailbox_of_many_writers_is_one_write_and_one_fsync(
     node: Node, tmp_path: Any, writers: int
