@@ -19,7 +19,7 @@ report and which nodes went down.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal, assert_never
 
 from actors import Node, trace
 
@@ -29,7 +29,11 @@ log = logging.getLogger("warren.alarm")
 
 RESOURCES = ("memory", "disk")
 
-Effect = tuple[Any, ...]
+Effect = (
+    tuple[Literal["send"], Any, Any]
+    | tuple[Literal["log"], int, str]
+    | tuple[Literal["trace"], str, Any]
+)
 """`("send", dest, msg)`, `("log", level, text)` or `("trace", kind, value)`."""
 
 _TRACE_NAME = {"memory": "mem", "disk": "disk"}
@@ -219,3 +223,5 @@ class Alarm:
                     if trace.enabled():
                         trace.emit(kind, node=self.node.name, entity_type="node",
                                    entity_id=self.node.name, value=value)
+                case _:
+                    assert_never(effect)

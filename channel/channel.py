@@ -17,7 +17,7 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from pamqp import commands as C
 
@@ -718,6 +718,8 @@ class ChannelProcess:
                 self.queue_gone(action.queue)
             elif isinstance(action, ConsumerCancelled):
                 self.server_cancel(action.consumer_tag)
+            else:
+                assert_never(action)
         self._maybe_complete_tx()
 
     def _trace_credit(self, was_blocked: bool, key: Any) -> None:
