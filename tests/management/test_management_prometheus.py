@@ -44,3 +44,25 @@ def test_metrics_name_connections_queues_and_raft_state(managed: Managed) -> Non
         ch.queue_delete("prom-q")
     finally:
         conn.close()
+
+
+def test_metrics_count_publishes_wal_batches_and_supervisor_restarts(
+        managed: Managed) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", managed.node.amqp_port, connection_attempts=1))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("prom-count-q", durable=True, arguments={"x-queue-type": "quorum"})
+        ch.confirm_delivery()
+        for _ in range(4):
+            ch.basic_publish("", "prom-count-q", b"m")
+        got = scrape(managed, "/metrics")
+        assert got["rabbitmq_channel_messages_published_total"][0][1] >= 4
+        batches = got["warren_wal_batches_total"][0][1]
+        entries = got["warren_wal_batch_entries_total"][0][1]
+        assert batches >= 1 and entries >= batches  # a batch holds one entry or more
+        assert got["warren_supervisor_restarts_total"] == [({}, 0.0)]  # a quiet node
+        assert "warren_credit_flow_blocked_seconds_total" in got
+        ch.queue_delete("prom-count-q")
+    finally:
+        conn.close()
