@@ -118,8 +118,9 @@ def list_bindings(vhost: str = "/", columns: tuple[str, ...] = ()) -> list[dict[
     state = broker_of().view.state
     names = sorted({n for vh, n in state.queues if vh == vhost}
                    | {n for vh, n in classic_queues(state) if vh == vhost})
-    rows = [{"source_name": "", "source_kind": "exchange", "destination_name": n,
-             "destination_kind": "queue", "routing_key": n, "arguments": []} for n in names]
+    rows: list[dict[str, Any]] = [
+        {"source_name": "", "source_kind": "exchange", "destination_name": n,
+         "destination_kind": "queue", "routing_key": n, "arguments": []} for n in names]
     vh = state.topology.vhosts.get(vhost)
     if vh is not None:
         for source in sorted(vh.bindings):
