@@ -15,6 +15,12 @@ after a sync.
 A queue's file only grows while the queue holds messages: once every message
 written to it has left, the store empties it (nothing in it is needed again).
 
+Credit: as ``msg_store_credit_disc_bound`` (4000, 800) between a queue and
+RabbitMQ's shared store, each large body (4096 bytes and more) a queue writes
+spends one credit, and the store grants 800 more per 800 written. A queue out
+of credit holds back the credit it owes its publishing channels, so a store
+that cannot keep up slows the publishers down.
+
 Layout under the store's root (directories 0700, files 0600): one directory
 per durable queue incarnation, ``<digest of vhost and name>-<random>``, holding
 ``meta`` (how the queue was declared, written durably when it is created) and
@@ -41,14 +47,26 @@ from classic import effects as e
 from classic.store_log import Recovered, encode_remove, encode_write, replay
 from ra.durable import Fsync, fsync_dir, make_dirs, open_private, replace_file
 
-__all__ = ["STORE", "STORE_WRITTEN", "MessageStore", "QueueStore", "StoredQueue",
-           "open_queue", "recover", "start_link"]
+__all__ = ["EMBED_BELOW", "MSG_STORE_CREDIT", "STORE", "STORE_CREDIT", "STORE_WRITTEN",
+           "MessageStore", "QueueStore", "StoredQueue", "open_queue", "recover", "start_link"]
 
 STORE = "msg_store_persistent"
 """The registered name of a node's store (upstream's persistent store)."""
 
 STORE_WRITTEN = "msg_store_written"
 """First element of the message a queue process gets when its records are written."""
+
+MSG_STORE_CREDIT: tuple[int, int] = (4000, 800)
+"""``msg_store_credit_disc_bound``: a queue may have this many large bodies written
+before it is blocked by the store, which grants the second number more after writing
+that many of them."""
+
+EMBED_BELOW = 4096
+"""``queue_index_embed_msgs_below``: smaller bodies live in the queue's own index in
+RabbitMQ and cost no store credit."""
+
+STORE_CREDIT = "msg_store_credit"
+"""First element of a grant from the store to a queue: ``(STORE_CREDIT, quantity)``."""
 
 _CALL_TIMEOUT = 30_000
 
@@ -73,10 +91,13 @@ class QueueStore:
     qdir: str
     encode: Callable[[Any], bytes]
 
-    def write(self, messages: tuple[e.Delivery, ...]) -> None:
+    def write(self, messages: tuple[e.Delivery, ...]) -> int:
+        """Cast the records; how many of them spend store credit (large bodies)."""
         records = b"".join(encode_write(m, self.encode(m.content)) for m in messages)
+        large = sum(1 for m in messages if m.size >= EMBED_BELOW)
         gen_batch_server.cast(self.server, ("write", actors.self(), self.qdir, records,
-                                            tuple(m.msg_id for m in messages)))
+                                            tuple(m.msg_id for m in messages), large))
+        return large
 
     def remove(self, msg_ids: tuple[int, ...]) -> None:
         gen_batch_server.cast(self.server, ("remove", self.qdir, encode_remove(msg_ids),
@@ -106,6 +127,8 @@ class _State:
     fds: dict[str, int] = field(default_factory=dict)
     live: dict[str, int] = field(default_factory=dict)
     """Messages written to each queue's file and not removed since."""
+    handled: dict[Any, int] = field(default_factory=dict)
+    """Large bodies written for each queue process since its last grant."""
 
 
 class MessageStore(GenBatchServer):
@@ -122,9 +145,10 @@ class MessageStore(GenBatchServer):
         actions: list[Any] = []
         for op in ops:
             match op:
-                case ("cast", ("write", pid, qdir, records, ids)):
+                case ("cast", ("write", pid, qdir, records, ids, large)):
                     buffers.setdefault(qdir, []).append(records)
                     written.setdefault(pid, []).extend(ids)
+                    state.handled[pid] = state.handled.get(pid, 0) + large
                     state.live[qdir] = state.live.get(qdir, 0) + len(ids)
                 case ("cast", ("remove", qdir, record, count)):
                     buffers.setdefault(qdir, []).append(record)
@@ -141,8 +165,14 @@ class MessageStore(GenBatchServer):
                 case _:
                     raise ValueError(f"message store: unexpected {op!r}")
         self._flush(state, buffers)
+        more = MSG_STORE_CREDIT[1]
         for pid, ids in written.items():
             actors.send(pid, (STORE_WRITTEN, tuple(ids)))
+            grants, state.handled[pid] = divmod(state.handled[pid], more)
+            if grants:
+                actors.send(pid, (STORE_CREDIT, grants * more))
+            if not state.handled[pid]:
+                del state.handled[pid]
         return ("ok", actions, state)
 
     def terminate(self, reason: Any, state: _State) -> None:

@@ -38,7 +38,7 @@ from actors.pid import Pid, Ref
 from classic import commands as c
 from classic import effects as e
 from classic.config import QueueConfig
-from classic.msg_store import STORE_WRITTEN, QueueStore
+from classic.msg_store import MSG_STORE_CREDIT, STORE_CREDIT, STORE_WRITTEN, QueueStore
 from classic.queue import ClassicQueue
 
 __all__ = ["BUMP_CREDIT", "CLASSIC_EVENT", "CREDIT", "EOL", "FLOW", "QueueEnv", "QueueProcess",
@@ -99,6 +99,10 @@ class QueueState:
     owner_ref: Ref | None = None
     credit_to: dict[Hashable, int] = field(default_factory=dict)
     """Flow publishes still to handle, per channel, before it is granted more credit."""
+    store_credit: int = MSG_STORE_CREDIT[0]
+    """Large bodies the store will still take before this queue is blocked by it."""
+    deferred_grants: list[Hashable] = field(default_factory=list)
+    """Channels owed credit while the store blocks the queue."""
     store: QueueStore | None = None
     """The queue's files in the node's message store (a durable queue on a node with a
     data dir); without it a store write counts as done at once."""
@@ -159,6 +163,12 @@ class QueueProcess(GenServer):
                     self._apply(state, c.NotifyDown(pid))
             case (tag, ids) if tag == STORE_WRITTEN:
                 self._apply(state, c.Written(ids))
+            case (tag, quantity) if tag == STORE_CREDIT:
+                state.store_credit += quantity
+                if state.store_credit > 0:
+                    deferred, state.deferred_grants = state.deferred_grants, []
+                    for channel in deferred:
+                        self._grant(state, channel)
             case ("timeout", tref, msg_) if msg_ == TICK:
                 if tref == state.timer:
                     state.timer = state.timer_at = None
@@ -187,11 +197,17 @@ class QueueProcess(GenServer):
         more = CREDIT[1]
         left = state.credit_to.get(channel, more) - 1
         if left == 0:
-            cfg = state.core.config
-            actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, actors.self(),
-                                  (BUMP_CREDIT, more)))
+            if state.store_credit > 0:
+                self._grant(state, channel)
+            else:  # blocked by the store: the channel waits with us
+                state.deferred_grants.append(channel)
             left = more
         state.credit_to[channel] = left
+
+    def _grant(self, state: QueueState, channel: Hashable) -> None:
+        cfg = state.core.config
+        actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, actors.self(),
+                              (BUMP_CREDIT, CREDIT[1])))
 
     def _execute(self, state: QueueState, effects: list[e.Effect]) -> None:
         cfg = state.core.config
@@ -213,7 +229,8 @@ class QueueProcess(GenServer):
                         state.env.dead_letter(effect)
                 case e.StoreWrite(messages):
                     if state.store is not None:
-                        state.store.write(messages)  # STORE_WRITTEN comes back
+                        # STORE_WRITTEN comes back, and STORE_CREDIT as it writes
+                        state.store_credit -= state.store.write(messages)
                         continue
                     written = state.env.store_write(messages)
                     if written:

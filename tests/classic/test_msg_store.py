@@ -16,10 +16,19 @@ from actors import Node, gen_server
 from classic import QueueConfig
 from classic import commands as c
 from classic import effects as e
-from classic.msg_store import STORE, QueueStore, open_queue, recover, start_link
+from classic.msg_store import (
+    MSG_STORE_CREDIT,
+    STORE,
+    STORE_CREDIT,
+    QueueStore,
+    open_queue,
+    recover,
+    start_link,
+)
+from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, FLOW
 from classic.queue_sup import start_queue, start_queue_sup
 from classic.store_log import replay
-from tests.classic.test_process import event, reporting_env, wait_exit
+from tests.classic.test_process import WAIT, event, reporting_env, wait_exit
 
 
 @pytest.fixture
@@ -106,3 +115,52 @@ def test_the_store_syncs_each_file_it_wrote_when_asked_to(me: actors.Process,
     _publish(q, 1, "a")
     event(e.Confirm)
     assert len(fsyncs) == synced_at_open + 1
+
+
+def _flow_publish(q: Any, channel: Any, size: int) -> None:
+    gen_server.cast(q, (FLOW, c.Deliver(channel, None, "ex", ("rk",), size, persistent=True,
+                                        content="x")))
+
+
+def _grants() -> int:
+    """How many credit grants the queue has sent this process so far."""
+    count = 0
+    while actors.receive(0, match=lambda m: type(m) is tuple and len(m) == 5
+                         and m[0] == CLASSIC_EVENT and m[4] == (BUMP_CREDIT, CREDIT[1])) \
+            is not actors.TIMEOUT:
+        count += 1
+    return count
+
+
+def test_a_queue_out_of_store_credit_holds_back_its_publishers_grants(
+        me: actors.Process) -> None:
+    """The test is the store: it takes the queue's writes and grants nothing until told.
+    Each large body (4096 bytes and more) spends one of the queue's 4000 credits."""
+    initial, more = MSG_STORE_CREDIT
+    store = QueueStore(me.pid, "qdir", lambda content: content.encode())
+    result = start_queue(None, QueueConfig("q", durable=True), reporting_env(), store)
+    assert result[0] == "ok", result
+    q = result[1]
+    for _ in range(initial):
+        _flow_publish(q, me.pid, 4096)
+    gen_server.call(q, ("info",))
+    assert _grants() == initial // CREDIT[1]  # granted while the store had credit left
+    for _ in range(CREDIT[1]):
+        _flow_publish(q, me.pid, 10)
+    gen_server.call(q, ("info",))
+    assert _grants() == 0  # deferred: the queue is blocked by its store
+    actors.send(q, (STORE_CREDIT, more))
+    gen_server.call(q, ("info",))
+    assert _grants() == 1
+
+
+def test_the_store_grants_its_queues_more_credit_as_it_writes(me: actors.Process) -> None:
+    q, _store = _durable_queue()
+    initial, more = MSG_STORE_CREDIT
+    total = initial + more
+    for _ in range(total):
+        _flow_publish(q, me.pid, 4096)
+    for _ in range(total // CREDIT[1]):  # every grant comes, none held back for good
+        grant = actors.receive(WAIT, match=lambda m: type(m) is tuple and len(m) == 5
+                               and m[0] == CLASSIC_EVENT and m[4] == (BUMP_CREDIT, CREDIT[1]))
+        assert grant is not actors.TIMEOUT
