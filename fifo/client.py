@@ -23,6 +23,7 @@ from fifo.client_calls import Calls, run
 from fifo.client_delivery import handle_delivery
 from fifo.client_effects import (
     CancelTimer,
+    ClientEffect,
     ClientExit,
     FindLeader,
     Members,
@@ -90,7 +91,7 @@ def enqueue(qname: Any, correlation: Any, msg: Any, state: ClientState,
     before sending anything it would then have to nack.
     """
 
-    def op(calls: Calls, s: ClientState, fx: list[Any]) -> Out:
+    def op(calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
         if s.queue_status is None and s.next_enqueue_seq == 1:
             reg = ProcessCommand("process_command", s.cfg.servers,
                                  make_register_enqueuer(s.cfg.self_pid), s.cfg.timeout)
@@ -144,7 +145,7 @@ def _settlement(kind: str, tag: Any, msg_ids: Sequence[int], state: ClientState)
     if not msg_ids:
         raise ValueError(f"{kind} needs at least one message id")
 
-    def op(_calls: Calls, s: ClientState, fx: list[Any]) -> Out:
+    def op(_calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
         key = consumer_key(tag, s)
         if s.slow:
             stash(kind, key, list(msg_ids), s)
@@ -182,7 +183,7 @@ def modify(tag: Any, msg_ids: Sequence[int], delivery_failed: bool, undeliverabl
     if not msg_ids:
         raise ValueError("modify needs at least one message id")
 
-    def op(_calls: Calls, s: ClientState, fx: list[Any]) -> Out:
+    def op(_calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
         key = consumer_key(tag, s)
         send_pending(key, s, fx)
         cmd = make_modify(key, msg_ids, delivery_failed, undeliverable_here, annotations)
@@ -196,7 +197,7 @@ def credit(tag: Any, delivery_count: int, link_credit: int, drain: bool,
            state: ClientState) -> Out:
     """Grant link credit (AMQP 1.0 flow); never stashed, the peer is waiting for it."""
 
-    def op(_calls: Calls, s: ClientState, fx: list[Any]) -> Out:
+    def op(_calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
         cmd = make_credit(consumer_key(tag, s), link_credit, delivery_count, drain)
         send_command(pick_server(s), None, cmd, "normal", s, fx)
         return Out("ok", s, [], fx)
@@ -211,7 +212,7 @@ def checkout(tag: Any, credit_mode: tuple[str, int], meta: Mapping[str, Any],
              state: ClientState, replies: Sequence[Any] = ()) -> Out:
     """Attach a consumer; ``result`` is the machine's consumer info map."""
 
-    def op(calls: Calls, s: ClientState, fx: list[Any]) -> Out:
+    def op(calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
         spec: Any = ("auto", credit_mode)
         if tuple(credit_mode) == ("simple_prefetch", 0):
             spec = ("auto", ("simple_prefetch", UNLIMITED_PREFETCH_COUNT))
@@ -239,7 +240,7 @@ def cancel_checkout(tag: Any, reason: str, state: ClientState,
                     replies: Sequence[Any] = ()) -> Out:
     """Detach a consumer (`reason` ``cancel`` or ``remove``) after flushing its stash."""
 
-    def op(calls: Calls, s: ClientState, fx: list[Any]) -> Out:
+    def op(calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
         c = s.consumers.get(tag)
         if c is None:
             return Out("ok", s, [], fx)
@@ -263,7 +264,7 @@ def dequeue(qname: Any, tag: Any, settlement: str, state: ClientState,
             replies: Sequence[Any] = ()) -> Out:
     """``basic.get``: ``result`` is ``(MsgsReady, (QName, QRef, MsgId, Redelivered, Msg))``."""
 
-    def op(calls: Calls, s: ClientState, fx: list[Any]) -> Out:
+    def op(calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
         cmd = make_checkout(consumer_id(tag, s), ("dequeue", settlement), {})
         reply = calls.call(ProcessCommand("process_command", (pick_server(s),), cmd,
                                           s.cfg.timeout), fx)
@@ -282,7 +283,7 @@ def dequeue(qname: Any, tag: Any, settlement: str, state: ClientState,
     return run(op, state, replies)
 
 
-def _error(reply: Any, state: ClientState, fx: list[Any]) -> Out:
+def _error(reply: Any, state: ClientState, fx: list[ClientEffect]) -> Out:
     tag = reply[0] if isinstance(reply, tuple) and reply[0] in ("error", "timeout") else "error"
     return Out(tag, state, [], fx, reply)
 
@@ -294,7 +295,7 @@ def handle_ra_event(qname: Any, from_: Any, evt: Any, state: ClientState,
                     replies: Sequence[Any] = ()) -> Out:
     """Feed one ``{ra_event, From, Evt}`` (or a session timer message) to the session."""
 
-    def op(calls: Calls, s: ClientState, fx: list[Any]) -> Out:
+    def op(calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
         match evt:
             case ("applied", seqs):
                 return _applied(calls, qname, from_, seqs, s, fx)
@@ -334,7 +335,7 @@ def handle_ra_event(qname: Any, from_: Any, evt: Any, state: ClientState,
 
 
 def _applied(calls: Calls, qname: Any, from_: Any, seqs: Iterable[tuple[int, Any]],
-             s: ClientState, fx: list[Any]) -> Out:
+             s: ClientState, fx: list[ClientEffect]) -> Out:
     old_leader = s.leader
     s.leader = from_
     corrs: list[Any] = []
@@ -395,7 +396,7 @@ def _unsent_commands(unsent: Mapping[Any, tuple[list[int], list[int], list[int]]
     return out
 
 
-def _cancel_timer(s: ClientState, fx: list[Any]) -> None:
+def _cancel_timer(s: ClientState, fx: list[ClientEffect]) -> None:
     if s.timer_state is not None:
         fx.append(CancelTimer("cancel_timer", s.timer_state))
         s.timer_state = None

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fifo.client_effects import Out
+from fifo.client_effects import ClientCall, ClientEffect, Out
 from fifo.client_records import ClientState, copy_state
 
 __all__ = ["Calls", "NeedCall", "run"]
 
 
 class NeedCall(Exception):
-    def __init__(self, effects: list[Any]) -> None:
+    def __init__(self, effects: list[ClientEffect | ClientCall]) -> None:
         super().__init__(effects)
         self.effects = effects
 
@@ -34,7 +34,7 @@ class Calls:
         #: effects before this position were handed out in an earlier round
         self.emitted = 0
 
-    def call(self, request: Any, fx: list[Any]) -> Any:
+    def call(self, request: ClientCall, fx: list[ClientEffect]) -> Any:
         if self._next < len(self._replies):
             reply = self._replies[self._next]
             self._next += 1
@@ -42,17 +42,19 @@ class Calls:
             return reply
         raise NeedCall([*fx[self.emitted:], request])
 
-    def new_effects(self, fx: list[Any]) -> list[Any]:
-        return fx[self.emitted:]
+    def new_effects(
+        self, fx: Sequence[ClientEffect | ClientCall]
+    ) -> list[ClientEffect | ClientCall]:
+        return list(fx[self.emitted:])
 
 
-Op = Callable[[Calls, ClientState, list[Any]], Out]
+Op = Callable[[Calls, ClientState, list[ClientEffect]], Out]
 
 
 def run(op: Op, state: ClientState, replies: Sequence[Any]) -> Out:
     """Run `op` on a private copy of `state`; ``call`` leaves `state` as it was."""
     calls = Calls(replies)
-    fx: list[Any] = []
+    fx: list[ClientEffect] = []
     try:
         out = op(calls, copy_state(state), fx)
     except NeedCall as need:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from fifo.client_calls import Calls
-from fifo.client_effects import AuxCommand, ExecRead, Out
+from fifo.client_effects import AuxCommand, ClientEffect, ExecRead, Out
 from fifo.client_records import ClientConsumer, ClientState, pick_server
 from fifo.client_send import consumer_key, send_command, stash, transform_msgs
 from fifo.commands import get_msg, make_return, make_settle
@@ -30,7 +30,7 @@ def find_local_or_leader(s: ClientState) -> Any:
 
 
 def handle_delivery(calls: Calls, qname: Any, from_: Any, delivery: tuple[Any, ...],
-                    s: ClientState, fx: list[Any]) -> Out:
+                    s: ClientState, fx: list[ClientEffect]) -> Out:
     match delivery:
         case ("delivery", tag, read_plan, plain):
             # bodies are still in the log on this node: read them here
@@ -44,7 +44,7 @@ def handle_delivery(calls: Calls, qname: Any, from_: Any, delivery: tuple[Any, .
 
 
 def _deliver(calls: Calls, qname: Any, from_: Any, tag: Any, id_msgs: list[Any],
-             s: ClientState, fx: list[Any]) -> Out:
+             s: ClientState, fx: list[ClientEffect]) -> Out:
     if not id_msgs:
         return Out("ok", s, [], fx)
     c = s.consumers.get(tag)
@@ -86,7 +86,7 @@ def _deliver(calls: Calls, qname: Any, from_: Any, tag: Any, id_msgs: list[Any],
     return Out("ok", s, [deliver], fx)
 
 
-def _settle(tag: Any, msg_ids: list[int], s: ClientState, fx: list[Any]) -> None:
+def _settle(tag: Any, msg_ids: list[int], s: ClientState, fx: list[ClientEffect]) -> None:
     key = consumer_key(tag, s)
     if s.slow:
         stash("settle", key, msg_ids, s)
@@ -95,7 +95,7 @@ def _settle(tag: Any, msg_ids: list[int], s: ClientState, fx: list[Any]) -> None
                      s, fx)
 
 
-def _return(tag: Any, msg_ids: list[int], s: ClientState, fx: list[Any]) -> None:
+def _return(tag: Any, msg_ids: list[int], s: ClientState, fx: list[ClientEffect]) -> None:
     key = consumer_key(tag, s)
     if s.slow:
         stash("return", key, msg_ids, s)

@@ -12,6 +12,7 @@ carries on, so the order of sends around a call is the order upstream has.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -138,7 +139,7 @@ class Out(NamedTuple):
     tag: str
     state: Any
     actions: list[Any]
-    effects: list[ClientEffect | ClientCall]
+    effects: Sequence[ClientEffect | ClientCall]
     result: Any = None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fifo import mc
-from fifo.client_effects import CastAuxCommand, PipelineCommand, SendAfter
+from fifo.client_effects import CastAuxCommand, ClientEffect, PipelineCommand, SendAfter
 from fifo.client_records import TIMER_TIME, ClientState, pick_server
 from fifo.commands import make_discard, make_return, make_settle
 from fifo.dlx import annotate_msg
@@ -44,7 +44,7 @@ def _is_return(cmd: Any) -> bool:
 
 
 def send_command(server: Any, correlation: Any, cmd: Any, priority: str, s: ClientState,
-                 fx: list[Any]) -> None:
+                 fx: list[ClientEffect]) -> None:
     """Send `cmd` tracked under a fresh ``next_seq`` and recompute ``slow``.
 
     Against machine versions up to 7 returns go to the leader's aux handler,
@@ -62,7 +62,7 @@ def send_command(server: Any, correlation: Any, cmd: Any, priority: str, s: Clie
     s.next_seq = seq + 1
 
 
-def resend_all_pending(s: ClientState, fx: list[Any]) -> None:
+def resend_all_pending(s: ClientState, fx: list[ClientEffect]) -> None:
     """Resend every pending command, oldest first, to the current leader.
 
     Each keeps its command (so the same enqueue sequence number) but gets a new
@@ -92,7 +92,7 @@ def stash(kind: str, key: Any, msg_ids: list[int], s: ClientState) -> None:
     s.unsent_commands[key] = (settles, returns, discards)
 
 
-def send_pending(key: Any, s: ClientState, fx: list[Any]) -> None:
+def send_pending(key: Any, s: ClientState, fx: list[ClientEffect]) -> None:
     """Flush what is stashed for one consumer (before a modify or a cancel)."""
     stashed = s.unsent_commands.pop(key, None)
     if stashed is None:
@@ -105,7 +105,7 @@ def send_pending(key: Any, s: ClientState, fx: list[Any]) -> None:
             send_command(server, None, make(key, ids), "normal", s, fx)
 
 
-def set_timer(qname: Any, s: ClientState, fx: list[Any]) -> None:
+def set_timer(qname: Any, s: ClientState, fx: list[ClientEffect]) -> None:
     """Arm the slow-state timer: if nothing is applied for a while the leader may be gone."""
     leader = pick_server(s)
     fx.append(SendAfter("send_after", "slow", TIMER_TIME,
