@@ -32,6 +32,7 @@ incarnation never touches the new.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import pickle
 import secrets
@@ -69,6 +70,8 @@ STORE_CREDIT = "msg_store_credit"
 """First element of a grant from the store to a queue: ``(STORE_CREDIT, quantity)``."""
 
 _CALL_TIMEOUT = 30_000
+
+log = logging.getLogger("warren.classic")
 
 
 @dataclass(frozen=True)
@@ -223,8 +226,14 @@ class MessageStore(GenBatchServer):
                 # a queue whose creation never finished: it was never declared
                 shutil.rmtree(os.path.join(state.root, qdir), ignore_errors=True)
                 continue
-            with open(meta_path, "rb") as f:
-                meta = pickle.load(f)
+            try:
+                with open(meta_path, "rb") as f:
+                    meta = pickle.load(f)
+            except Exception as exc:  # whatever makes it unreadable
+                # the node still starts; the files stay for an operator to look at
+                log.error("message store: queue files %s unreadable, not recovered: %r",
+                          qdir, exc)
+                continue
             log_path = os.path.join(state.root, qdir, "log")
             data = b""
             if os.path.isfile(log_path):

@@ -164,3 +164,13 @@ def test_the_store_grants_its_queues_more_credit_as_it_writes(me: actors.Process
         grant = actors.receive(WAIT, match=lambda m: type(m) is tuple and len(m) == 5
                                and m[0] == CLASSIC_EVENT and m[4] == (BUMP_CREDIT, CREDIT[1]))
         assert grant is not actors.TIMEOUT
+
+
+def test_a_queue_whose_declare_cannot_be_read_is_left_alone(me: actors.Process,
+                                                            tmp_path: Path) -> None:
+    _q, store = _durable_queue("good")
+    broken = tmp_path / "store" / "0123-broken"
+    broken.mkdir(mode=0o700)
+    (broken / "meta").write_bytes(b"not a declare")
+    assert [s.qdir for s in recover(STORE)] == [store.qdir]
+    assert (broken / "meta").exists()
