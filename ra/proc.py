@@ -30,6 +30,7 @@ from actors.process import Process
 from ra import deletion, event_formatter, local_queries, replication, server, timeouts
 from ra import machine as ra_machine
 from ra.directory import DirEntry, SystemHandle, lookup
+from ra.effect_types import Effect
 from ra.proc_effects import run_effects, send_applied_notifications
 from ra.snapshot import (
     DEFAULT_INSTALL_SNAP_RPC_TIMEOUT,
@@ -820,7 +821,7 @@ class RaServerProc:
             return ("error", gen.crash_reason(exc))
         return ("ok", ((s.last_applied, s.current_term), result), leader)
 
-    def aux(self, kind: Any, cmd: Any) -> tuple[Any, list[Any]]:
+    def aux(self, kind: Any, cmd: Any) -> tuple[Any, list[Effect]]:
         """Run the aux handler: ``(("reply", r) | None, effects)``.
 
         ``handle_aux`` with five arguments gets the opaque server state (read

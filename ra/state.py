@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ra import machine as ra_machine
+from ra.effect_types import Effect
 from ra.log import MemoryLog
 from ra.snapshot import Accepting
 from ra.types import VOTER, IdxTerm, ServerId
@@ -125,7 +126,7 @@ class Condition:
 
     predicate: Callable[[Any, ServerState], bool]
     transition_to: str = "follower"
-    timeout_effects: list[Any] = field(default_factory=list)
+    timeout_effects: list[Effect] = field(default_factory=list)
     timeout_transition_to: str = "follower"
     #: ms; ``None`` means the server's ``await_condition_timeout``
     duration: int | None = None
