@@ -56,7 +56,7 @@ def sbin_dir() -> Path:
 
 @dataclass
 class RabbitNode:
-    name: str  # warrenbench1@localhost
+    name: str  # warrenbench1x1a2b3c@localhost
     amqp_port: int
     dist_port: int
     base: Path
@@ -77,8 +77,12 @@ class RabbitCluster:
         self.sbin = sbin_dir()
         self.home = root / "home"
         self.cookie = secrets.token_hex(16)
-        self.nodes = [RabbitNode(f"warrenbench{i}@localhost", free_port(HOST), free_port(HOST),
-                                 root / f"rabbit{i}") for i in range(1, nodes + 1)]
+        # names unique to this cluster: two clusters on one host (two benches at
+        # once) share its epmd, which refuses a name that is already registered
+        tag = secrets.token_hex(3)
+        self.nodes = [RabbitNode(f"warrenbench{i}x{tag}@localhost", free_port(HOST),
+                                 free_port(HOST), root / f"rabbit{i}")
+                      for i in range(1, nodes + 1)]
         self._epmd_before = self._epmd_running()
 
     # -- environment ----------------------------------------------------------------
@@ -98,6 +102,8 @@ class RabbitCluster:
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(node.base / "enabled_plugins"),
             "RABBITMQ_CONF_ENV_FILE": str(node.base / "rabbitmq-env.conf"),
             "RABBITMQ_ADVANCED_CONFIG_FILE": str(node.base / "advanced.config"),
+            # a node that fails to boot writes its crash dump here, not into the cwd
+            "ERL_CRASH_DUMP": str(node.base / "erl_crash.dump"),
             "ERL_EPMD_ADDRESS": HOST,
         })
         return env
