@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from analysis import load, model, runner, synthetic
+from analysis.checks import ALL
 from analysis.jvm_archive import BUILD_MESSAGES, QUIET
 from analysis.spark import QUICK_JIT_OPTIONS, get_session
 
@@ -24,7 +25,7 @@ __all__ = ["dump", "main"]
 
 def dump(target: Path, messages: int, checks: list[str]) -> None:
     """Analyse a synthetic history, then let the JVM exit and write `target`."""
-    unknown = sorted(set(checks) - set(runner.ALL))
+    unknown = sorted(set(checks) - set(ALL))
     if unknown:
         raise SystemExit(f"unknown checks: {unknown}")
     with tempfile.TemporaryDirectory(prefix="warren-cds-") as tmp:

@@ -33,6 +33,7 @@ from typing import Any
 
 import cloudpickle
 
+from ra import segment as ra_segment
 from ra import segment_writer as ra_sw
 from ra import wal as ra_wal
 from ra.disk_log import DiskLog
@@ -187,7 +188,7 @@ def disk_segment_writer_start(handle: Any) -> Any:
         data_dir=store.data_dir,
         log_ets=store.log_ets,
         segment_max_entries=int(handle.config.get("segment_max_entries",
-                                                  ra_sw.ra_segment.DEFAULT_SEGMENT_MAX_ENTRIES)),
+                                                  ra_segment.DEFAULT_SEGMENT_MAX_ENTRIES)),
         segment_compute_checksums=bool(handle.config.get("segment_compute_checksums", True)),
         fsync=store.other_sync,
         name=handle.names["segment_writer"],

@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ra.log import MemoryLog, Snapshot
+from ra.log import MemoryLog
+from ra.log_base import Snapshot
 from ra.types import Entry
 
 

@@ -11,7 +11,7 @@ violation file only; other checks' rows are written unchanged.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from analysis import final_state
@@ -20,7 +20,7 @@ from analysis.load import History
 LOST = ("lost_never_delivered", "lost_delivered_never_acked")
 
 
-def _rank(stage: str) -> F.Column:
+def _rank(stage: str) -> Column:
     return F.lit(final_state.STAGES.index(stage))
 
 
