@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]]
     "list_vhosts": ("list_vhosts", lambda a: (tuple(a.columns),)),
     "add_vhost": ("add_vhost", lambda a: (a.name, a.default_queue_type, a.description,
                                           a.tags)),
+    "delete_vhost": ("delete_vhost", lambda a: (a.name,)),
     "list_exchanges": ("list_exchanges", lambda a: (a.vhost,)),
     "list_policies": ("list_policies", lambda a: (a.vhost,)),
     "list_connections": ("list_connections", lambda a: ()),
@@ -212,6 +213,7 @@ def _add_queue_parsers(cmds: Any) -> None:
     av.add_argument("--default-queue-type", default=None)
     av.add_argument("--description", default=None)
     av.add_argument("--tags", default=None, help="comma-separated")
+    cmds.add_parser("delete_vhost").add_argument("name")
 
 
 def _vhost_flag(p: Any) -> Any:

@@ -25,8 +25,8 @@ from channel.classic_directory import ClassicRecord
 from channel.errors import AmqpError
 from channel.queue_type import QUEUE_TYPES
 
-__all__ = ["add_vhost", "classic_queue_rows", "delete_queue", "list_bindings", "list_vhosts",
-           "purge_queue", "select_columns"]
+__all__ = ["add_vhost", "classic_queue_rows", "delete_queue", "delete_vhost", "list_bindings",
+           "list_vhosts", "purge_queue", "select_columns"]
 
 EX_USAGE = 64
 #: rabbitmqctl's columns for `list_vhosts` when none are named
@@ -164,4 +164,26 @@ def add_vhost(vhost: str, default_queue_type: str | None = None,
         broker_of().metadata.command(("add_vhost", vhost, meta))
     except AmqpError as exc:
         raise CtlError(f"{exc.name} - {exc.explanation}") from None
+    return ""
+
+
+def delete_vhost(vhost: str) -> str:
+    """Every queue of the vhost is deleted (its processes and Ra clusters stopped),
+    then the vhost goes from the metadata store with its exchanges, bindings,
+    policies, limits and permissions. Connections open on it are not closed."""
+    state = broker_of().view.state
+    if vhost not in state.vhosts:
+        raise CtlError(f"Virtual host '{vhost}' does not exist")
+    names = sorted({n for vh, n in state.queues if vh == vhost}
+                   | {n for vh, n in classic_queues(state) if vh == vhost})
+    for name in names:
+        with _session(vhost, name) as session:
+            try:
+                session.delete(name, if_unused=False, if_empty=False)
+            except AmqpError:
+                pass  # (a queue whose home node is down) its record goes with the vhost
+    try:
+        broker_of().metadata.command(("delete_vhost", vhost))
+    except AmqpError:
+        raise CtlError(f"Virtual host '{vhost}' does not exist") from None
     return ""

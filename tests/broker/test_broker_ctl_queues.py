@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pika
+import pika.exceptions
 import pytest
 
 from tests.broker.broker_support import BrokerProc, connect, ctl, ctl_json, running_cluster
@@ -129,3 +131,27 @@ def test_add_vhost_records_a_default_queue_type_that_list_vhosts_shows(
     bad = ctl(node.name, "add_vhost", "lv-bad", "--default-queue-type", "bogus")
     assert (bad.returncode, bad.stderr) == (69, "Error:\ninvalid_queue_type\n")
     assert "lv-bad" not in [r["name"] for r in ctl_json(node.name, "list_vhosts")]
+
+
+def test_delete_vhost_takes_its_queues_exchanges_and_permissions(node: BrokerProc) -> None:
+    for args in (("add_vhost", "dv"), ("--vhost", "dv", "set_permissions", "guest", ".*",
+                                       ".*", ".*")):
+        ok(node, *args)
+    params = pika.ConnectionParameters("127.0.0.1", node.amqp_port, virtual_host="dv",
+                                       connection_attempts=1)
+    with pika.BlockingConnection(params) as c:
+        ch = c.channel()
+        ch.exchange_declare("dv-x", "fanout")
+        ch.queue_declare("dv-cq", arguments=CLASSIC)
+        ch.queue_declare("dv-qq", durable=True, arguments=QQ)
+        ch.queue_bind("dv-cq", "dv-x")
+    assert ok(node, "delete_vhost", "dv") == ""
+    assert "dv" not in [r["name"] for r in ctl_json(node.name, "list_vhosts")]
+    assert ctl_json(node.name, "--vhost", "dv", "list_queues") == []
+    with pytest.raises(pika.exceptions.ProbableAccessDeniedError):
+        pika.BlockingConnection(params)
+    again = ctl(node.name, "delete_vhost", "dv")
+    assert (again.returncode, again.stderr) == (65, "Error:\nVirtual host 'dv' does not exist\n")
+    # the name is free again, with nothing left from before
+    ok(node, "add_vhost", "dv")
+    assert ctl_json(node.name, "--vhost", "dv", "list_queues") == []
