@@ -17,7 +17,7 @@ from flask import Flask, Response, request
 from broker import ctl_ops, ctl_queues
 from broker.node import BrokerNode
 from channel.auth import User
-from management import actions, auth, definitions, health, objects
+from management import actions, admin, auth, definitions, health, objects
 from management.amqp import AmqpTarget
 from management.calls import in_node
 from management.errors import HttpError, bad_request, not_found
@@ -128,10 +128,16 @@ class Api:
         return _json(rows) if vhost is None else _json(rows[0])
 
     def vhost_put(self, vhost: str) -> Response:
-        """Create a vhost (201), or leave one that exists as it is (204)."""
+        """Create a vhost (201), or leave one that exists as it is (204); DELETE
+        deletes it with its queues (204), or answers 404."""
         self.login(auth.ADMIN)
         name = unquote(vhost)
         existed = name in self.broker.view.state.vhosts
+        if request.method == "DELETE":
+            if not existed:
+                raise not_found()
+            in_node(self.broker.node, ctl_queues.delete_vhost, name)
+            return Response(status=204)
         body = _body()
         in_node(self.broker.node, ctl_queues.add_vhost, name,
                 body.get("default_queue_type"), body.get("description"),
@@ -149,9 +155,39 @@ class Api:
             raise not_found()
         return _json(objects.user_row(user))
 
+    def user_write(self, name: str) -> Response:
+        self.login(auth.ADMIN)
+        if request.method == "PUT":
+            return Response(status=admin.put_user(self.broker, unquote(name), _body()))
+        return Response(status=admin.delete_user(self.broker, unquote(name)))
+
     def permissions(self) -> Response:
         self.login(auth.ADMIN)
         return _json(objects.permissions(self.broker))
+
+    def user_permissions(self, name: str) -> Response:
+        self.login(auth.ADMIN)
+        user = unquote(name)
+        if user not in self.broker.view.state.users:
+            raise not_found()
+        return _json([p for p in objects.permissions(self.broker) if p["user"] == user])
+
+    def vhost_permissions(self, vhost: str) -> Response:
+        user, _ = self.login(auth.ADMIN)
+        vh = self.vhost(vhost, user)
+        return _json([p for p in objects.permissions(self.broker) if p["vhost"] == vh])
+
+    def permission(self, vhost: str, name: str) -> Response:
+        self.login(auth.ADMIN)
+        vh, user = unquote(vhost), unquote(name)
+        if request.method == "PUT":
+            return Response(status=admin.put_permissions(self.broker, vh, user, _body()))
+        if request.method == "DELETE":
+            return Response(status=admin.clear_permissions(self.broker, vh, user))
+        for p in objects.permissions(self.broker):
+            if (p["vhost"], p["user"]) == (vh, user):
+                return _json(p)
+        raise not_found()
 
     def queues(self, vhost: str | None = None, name: str | None = None) -> Response:
         creds = self.login()
@@ -259,6 +295,15 @@ class Api:
         user, _ = self.login()
         return _json(objects.policies(self.broker, self.visible(user, vhost)))
 
+    def policy(self, vhost: str, name: str) -> Response:
+        user, _ = self.login(auth.POLICYMAKER)
+        vh, pname = self.vhost(vhost, user), unquote(name)
+        if request.method == "PUT":
+            return Response(status=admin.put_policy(self.broker, vh, pname, _body()))
+        if request.method == "DELETE":
+            return Response(status=admin.clear_policy(self.broker, vh, pname))
+        return _json(self.one_row(objects.policies(self.broker, [vh]), pname))
+
     def definitions(self) -> Response:
         user, password = self.login(auth.ADMIN)
         if request.method == "POST":
@@ -309,10 +354,14 @@ def make_app(broker: BrokerNode) -> Flask:
     _route(app, "/api/nodes/<name>", api.nodes)
     _route(app, "/api/vhosts", api.vhosts)
     _route(app, "/api/vhosts/<vhost>", api.vhosts)
-    _route(app, "/api/vhosts/<vhost>", api.vhost_put, ("PUT",))
+    _route(app, "/api/vhosts/<vhost>", api.vhost_put, ("PUT", "DELETE"))
     _route(app, "/api/users", api.users)
     _route(app, "/api/users/<name>", api.users)
+    _route(app, "/api/users/<name>", api.user_write, ("PUT", "DELETE"))
+    _route(app, "/api/users/<name>/permissions", api.user_permissions)
     _route(app, "/api/permissions", api.permissions)
+    _route(app, "/api/permissions/<vhost>/<name>", api.permission, rw)
+    _route(app, "/api/vhosts/<vhost>/permissions", api.vhost_permissions)
     _route(app, "/api/queues", api.queues)
     _route(app, "/api/queues/<vhost>", api.queues)
     _route(app, "/api/queues/<vhost>/<name>", api.queues, rw)
@@ -334,6 +383,7 @@ def make_app(broker: BrokerNode) -> Flask:
     _route(app, "/api/consumers/<vhost>", api.consumers)
     _route(app, "/api/policies", api.policies)
     _route(app, "/api/policies/<vhost>", api.policies)
+    _route(app, "/api/policies/<vhost>/<name>", api.policy, rw)
     _route(app, "/api/definitions", api.definitions, ("GET", "POST"))
     _route(app, "/api/health/checks/alarms", api.alarms, local=False)
     _route(app, "/api/health/checks/local-alarms", api.alarms, local=True)

@@ -16,17 +16,20 @@ from collections.abc import Iterable
 from channel.auth import User, Users, password_ok
 from management.errors import HttpError, not_authorised
 
-__all__ = ["ADMIN", "MANAGEMENT", "MONITOR", "Credentials", "authenticate", "can_see_all",
-           "visible_vhosts"]
+__all__ = ["ADMIN", "MANAGEMENT", "MONITOR", "POLICYMAKER", "Credentials", "authenticate",
+           "can_see_all", "visible_vhosts"]
 
 MANAGEMENT = "management"
 MONITOR = "monitoring"
+POLICYMAKER = "policymaker"
 ADMIN = "administrator"
 
 _ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     MANAGEMENT: (frozenset({"administrator", "monitoring", "policymaker", "management"}),
                  "Not management user"),
     MONITOR: (frozenset({"administrator", "monitoring"}), "Not monitor user"),
+    POLICYMAKER: (frozenset({"administrator", "policymaker"}),
+                  "User not authorised to access object"),
     ADMIN: (frozenset({"administrator"}), "Not administrator user"),
 }
 

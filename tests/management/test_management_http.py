@@ -131,3 +131,32 @@ def test_a_user_without_a_management_tag_is_refused(managed: Managed) -> None:
     assert call(managed, "GET", "/api/overview", auth=("plain", "secret"))[0] == 200
     assert call(managed, "GET", "/api/users", auth=("plain", "secret")) == (
         401, {"error": "not_authorised", "reason": "Not administrator user"})
+
+
+def test_user_permission_and_policy_writes_answer_as_rabbitmq(managed: Managed) -> None:
+    assert call(managed, "PUT", "/api/users/w-u", {"password": "pw"}) == (
+        400, {"error": "bad_request", "reason": "tags_not_present"})
+    assert call(managed, "PUT", "/api/users/w-u", {"password": "pw", "tags": ""})[0] == 201
+    assert call(managed, "PUT", "/api/users/w-u", {"password": "pw2", "tags": ""})[0] == 204
+    perm = "/api/permissions/%2F/w-u"
+    assert call(managed, "PUT", perm, {"configure": ".*"}) == (400, {
+        "error": "bad_request", "reason": "[{key_missing,write},{key_missing,read}]"})
+    assert call(managed, "PUT", "/api/permissions/%2F/nobody", {
+        "configure": ".*", "write": ".*", "read": ".*"}) == (
+        400, {"error": "bad_request", "reason": "vhost_or_user_not_found"})
+    full = {"configure": ".*", "write": ".*", "read": ".*"}
+    assert call(managed, "PUT", perm, full)[0] == 201
+    assert call(managed, "PUT", perm, full)[0] == 204
+    assert call(managed, "GET", perm) == (200, {"user": "w-u", "vhost": "/", **full})
+    assert call(managed, "DELETE", perm)[0] == 204
+    assert call(managed, "DELETE", perm)[0] == 404
+    assert call(managed, "DELETE", "/api/users/w-u")[0] == 204
+    assert call(managed, "DELETE", "/api/users/w-u")[0] == 404
+    assert call(managed, "PUT", "/api/policies/%2F/w-p", {
+        "pattern": "^w", "definition": {"max-lengthx": 1}}) == (400, {
+            "error": "bad_request", "reason": "Validation failed\n\n"
+            "[{&lt;&lt;\"max-lengthx\"&gt;&gt;,1}] are not recognised policy settings\n"})
+    assert call(managed, "PUT", "/api/policies/%2F/w-p", {
+        "pattern": "^w", "definition": {"max-length": 1}})[0] == 201
+    assert call(managed, "DELETE", "/api/policies/%2F/w-p")[0] == 204
+    assert call(managed, "DELETE", "/api/policies/%2F/w-p")[0] == 404
