@@ -26,7 +26,7 @@ from typing import Any
 
 import actors
 from actors import Node, gen_server
-from actors.pid import CallExit, Pid
+from actors.pid import CallExit, Pid, Ref
 from channel.backend import (
     Action,
     Block,
@@ -164,6 +164,9 @@ class ClassicSession:
         self.touched: set[Pid] = set()
         #: credit_flow towards each queue process: publishes it may still be sent
         self.credit_from: dict[Pid, int] = {}
+        #: the queue processes this channel has published to, watched so that one
+        #: that dies no longer blocks it (credit_flow's peer_down): pid -> (ref, name)
+        self.publishing_to: dict[Pid, tuple[Ref, str]] = {}
 
     def _where(self, name: str) -> str:
         return rs("queue", name, self.vhost)
@@ -325,12 +328,14 @@ class ClassicSession:
                 message.routing_keys or (message.routing_key,), message.content.body_size,
                 persistent=props.delivery_mode == 2, priority=props.priority,
                 expiration=None if expiration is None else int(expiration), content=message)))
-            if self._spend_credit(record.pid):
+            if self._spend_credit(record.pid, name):
                 actions.append(Block(name))
         return actions
 
-    def _spend_credit(self, pid: Pid) -> bool:
+    def _spend_credit(self, pid: Pid, name: str) -> bool:
         """``credit_flow:send``: one credit spent; True on the step that blocks (1 -> 0)."""
+        if pid not in self.publishing_to:
+            self.publishing_to[pid] = (actors.monitor(pid), name)
         credit = self.credit_from.get(pid, CREDIT[0])
         self.credit_from[pid] = credit - 1
         return credit == 1
@@ -395,6 +400,8 @@ class ClassicSession:
     # ----------------------------------------------------------------- events
 
     def handle_event(self, msg: Any) -> list[Action] | None:
+        if type(msg) is tuple and len(msg) == 5 and msg[0] == "DOWN":
+            return self._queue_down(msg[1], msg[3])
         if not (type(msg) is tuple and len(msg) == 5 and msg[0] == CLASSIC_EVENT):
             return None
         _, vhost, name, pid, event = msg
@@ -419,8 +426,20 @@ class ClassicSession:
             case _ if event == EOL:
                 self.touched.discard(pid)
                 self.credit_from.pop(pid, None)
+                watched = self.publishing_to.pop(pid, None)
+                if watched is not None:
+                    actors.demonitor(watched[0], flush=True)
                 return [QueueEol(name), Unblock(name)]
         raise TypeError(f"classic queue event not understood: {event!r}")
+
+    def _queue_down(self, ref: Ref, pid: Pid) -> list[Action] | None:
+        """A queue process this channel published to is gone: it owes no more credit."""
+        watched = self.publishing_to.get(pid)
+        if watched is None or watched[0] != ref:
+            return None
+        del self.publishing_to[pid]
+        self.credit_from.pop(pid, None)
+        return [Unblock(watched[1])]
 
     def close(self) -> None:
         """The channel is closing: each queue it used drops its consumers and takes its

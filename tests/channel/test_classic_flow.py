@@ -97,3 +97,30 @@ def test_a_slow_classic_queue_blocks_its_publishers_channel_and_reader(
             return int(gen_server.call(record.pid, ("info",))["messages_ready"])
     hub_wait_until(lambda: ready() == 1000, "every message enqueued")
     client(conn.close)
+
+
+def test_a_channel_blocked_by_a_queue_that_dies_is_released(
+        broker: Broker, gate: gevent.event.Event) -> None:
+    conn = client(lambda: pika.BlockingConnection(params(broker)))
+
+    def setup() -> Any:
+        ch = conn.channel()
+        ch.queue_declare("doomed", durable=True)
+        return ch
+    ch = client(setup)
+    gate.clear()
+
+    def publish() -> None:
+        for i in range(1000):
+            ch.basic_publish("", "doomed", str(i).encode(),
+                             pika.BasicProperties(delivery_mode=2))
+    client(publish)
+    reader = broker.only_reader()
+    hub_wait_until(lambda: reader.state == "blocked", "reader blocked by credit")
+    backend: ClassicBackend = broker.backend  # type: ignore[assignment]
+    record = backend.lookup("/", "doomed")
+    assert record is not None
+    with broker.node.attached():
+        actors.exit(record.pid, "kill")
+    hub_wait_until(lambda: reader.publishes_dispatched == 1000, "all publishes dispatched")
+    client(conn.close)
