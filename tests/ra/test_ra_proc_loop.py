@@ -92,6 +92,7 @@ def test_sending_applied_events_marks_the_event_and_an_empty_notify_does_not(
         proc.id = ("q", node.name)
         proc.pending_notifys = {}
         proc.notified = False
+        proc.ra_event_formatter = None
         send_applied_notifications(proc, {})
         assert proc.notified is False
         client = actors.self()
