@@ -99,6 +99,8 @@ class QueueState:
     owner_ref: Ref | None = None
     credit_to: dict[Hashable, int] = field(default_factory=dict)
     """Flow publishes still to handle, per channel, before it is granted more credit."""
+    senders: dict[Hashable, Ref] = field(default_factory=dict)
+    """Monitors of the channels that publish with credit, so a dead one is forgotten."""
     store_credit: int = MSG_STORE_CREDIT[0]
     """Large bodies the store will still take before this queue is blocked by it."""
     deferred_grants: list[Hashable] = field(default_factory=list)
@@ -157,9 +159,11 @@ class QueueProcess(GenServer):
                 state.owner_ref = None
                 self._apply(state, c.OwnerDown())
             case ("DOWN", ref, "process", pid, _reason):
-                if state.monitors.get(pid) == ref:
-                    del state.monitors[pid]
+                if state.senders.get(pid) == ref:
+                    del state.senders[pid]  # credit_flow's peer_down
                     state.credit_to.pop(pid, None)
+                elif state.monitors.get(pid) == ref:
+                    del state.monitors[pid]
                     self._apply(state, c.NotifyDown(pid))
             case (tag, ids) if tag == STORE_WRITTEN:
                 self._apply(state, c.Written(ids))
@@ -195,6 +199,8 @@ class QueueProcess(GenServer):
         """``credit_flow:ack``: one flow publish of `channel` handled; after every
         `CREDIT`[1] of them the channel may send that many more."""
         more = CREDIT[1]
+        if channel not in state.senders:
+            state.senders[channel] = actors.monitor(channel)
         left = state.credit_to.get(channel, more) - 1
         if left == 0:
             if state.store_credit > 0:
@@ -254,6 +260,9 @@ class QueueProcess(GenServer):
             actors.demonitor(ref, flush=True)
             actors.send(channel, (CLASSIC_EVENT, cfg.vhost, cfg.name, actors.self(), EOL))
         state.monitors.clear()
+        for ref in state.senders.values():
+            actors.demonitor(ref, flush=True)
+        state.senders.clear()
         if state.owner_ref is not None:
             actors.demonitor(state.owner_ref, flush=True)
             state.owner_ref = None

@@ -25,7 +25,8 @@ from classic.msg_store import (
     recover,
     start_link,
 )
-from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, FLOW
+from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, FLOW, QueueProcess, QueueState
+from classic.queue import ClassicQueue
 from classic.queue_sup import start_queue, start_queue_sup
 from classic.store_log import replay
 from tests.classic.test_process import WAIT, event, reporting_env, wait_exit
@@ -174,3 +175,18 @@ def test_a_queue_whose_declare_cannot_be_read_is_left_alone(me: actors.Process,
     (broken / "meta").write_bytes(b"not a declare")
     assert [s.qdir for s in recover(STORE)] == [store.qdir]
     assert (broken / "meta").exists()
+
+
+def test_a_publishing_channel_that_dies_is_forgotten(me: actors.Process) -> None:
+    """The shell run by this process: it watches a channel from its first flow publish,
+    and that channel's DOWN drops its credit counter."""
+    shell = QueueProcess()
+    state = QueueState(ClassicQueue(QueueConfig("q"), 0), reporting_env(), {})
+    channel = actors.spawn(lambda: actors.receive())
+    shell._credit_ack(state, channel)
+    assert channel in state.credit_to
+    actors.exit(channel, "kill")
+    down = actors.receive(WAIT, match=lambda m: type(m) is tuple and m[0] == "DOWN")
+    assert down is not actors.TIMEOUT
+    shell.handle_info(down, state)
+    assert state.credit_to == {} and state.senders == {}
