@@ -1,6 +1,6 @@
-"""A durable classic queue on a node with a data dir survives a SIGKILL of the node:
-its confirmed persistent messages come back in order, flagged redelivered (as
-RabbitMQ flags them after an unclean stop), while transient messages and
+"""A durable classic queue on a node with a data dir survives a SIGKILL or a stop of
+the node: its confirmed persistent messages come back in order, flagged redelivered
+(as RabbitMQ flags them after an unclean stop), while transient messages and
 non-durable queues are gone."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from tests.broker.broker_support import (
 )
 
 
-def _kill(b: BrokerProc) -> None:
+def _kill(b: BrokerProc, how: signal.Signals = signal.SIGKILL) -> None:
     assert b.proc is not None
-    b.proc.send_signal(signal.SIGKILL)
-    b.proc.wait(10)
+    b.proc.send_signal(how)
+    b.proc.wait(30)
 
 
 def _restart(b: BrokerProc, cluster: list[BrokerProc]) -> None:
@@ -47,7 +47,9 @@ def _drain(ch: pika.adapters.blocking_connection.BlockingChannel, queue: str,
         got.append((body, method.redelivered))
 
 
-def test_confirmed_persistent_messages_survive_a_node_sigkill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "stop"])
+def test_confirmed_persistent_messages_survive_a_node_restart(tmp_path: Path,
+                                                               how: signal.Signals) -> None:
     (node,) = plan(1, tmp_path)
     try:
         start_cluster([node])
@@ -68,7 +70,7 @@ def test_confirmed_persistent_messages_survive_a_node_sigkill(tmp_path: Path) ->
         method, _props, body = ch.basic_get("work")
         assert body == b"t0"
         ch.basic_publish("", "work", b"p10", persistent)
-        _kill(node)  # right after that confirm
+        _kill(node, how)  # right after that confirm
 
         start_cluster([node])  # same name, port and data dir
         conn = connect(node)
