@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from importlib import resources
 from typing import Any
 from urllib.parse import unquote
 
@@ -17,7 +18,7 @@ from flask import Flask, Response, request
 from broker import ctl_ops, ctl_queues
 from broker.node import BrokerNode
 from channel.auth import User
-from management import actions, admin, auth, definitions, health, objects
+from management import actions, admin, auth, definitions, health, objects, tree
 from management.amqp import AmqpTarget
 from management.calls import in_node
 from management.errors import HttpError, bad_request, not_found
@@ -321,6 +322,23 @@ class Api:
         status, body = health.quorum_critical(self.broker)
         return _json(body, status)
 
+    def page(self) -> Response:
+        """The live page: one file, no build step; it logs in and reads this API."""
+        html = resources.files("management").joinpath("static/index.html").read_bytes()
+        return Response(html, mimetype="text/html")
+
+    def supervision(self) -> Response:
+        self.login()
+        return _json(in_node(self.broker.node, tree.supervision_tree))
+
+    def members(self, vhost: str, name: str) -> Response:
+        """A quorum queue's Ra members as `warren ctl quorum_status` lists them."""
+        creds = self.login()
+        vh, qname = self.queue_known(vhost, name, creds[0])
+        if (vh, qname) not in self.broker.view.state.queues:
+            raise not_found()
+        return _json(in_node(self.broker.node, ctl_ops.quorum_status, vh, qname))
+
     def aliveness(self, vhost: str) -> Response:
         creds = self.login()
         target = self.target(self.vhost(vhost, creds[0]), creds)
@@ -349,7 +367,10 @@ def make_app(broker: BrokerNode) -> Flask:
     app = Flask("warren.management")
     api = Api(broker)
     rw = ("GET", "PUT", "DELETE")
+    _route(app, "/", api.page)
     _route(app, "/api/overview", api.overview)
+    _route(app, "/api/warren/supervision", api.supervision)
+    _route(app, "/api/warren/queues/<vhost>/<name>/members", api.members)
     _route(app, "/api/nodes", api.nodes)
     _route(app, "/api/nodes/<name>", api.nodes)
     _route(app, "/api/vhosts", api.vhosts)

@@ -14,12 +14,17 @@ if ! command -v java >/dev/null 2>&1; then
     exit 1
   fi
 fi
-if ! command -v rabbitmqadmin >/dev/null 2>&1; then
-  # the management tests drive a node with RabbitMQ's own rabbitmqadmin
+# the management tests drive a node with RabbitMQ's own rabbitmqadmin and open its
+# live page in a headless chromium
+missing=""
+command -v rabbitmqadmin >/dev/null 2>&1 || missing="$missing rabbitmq-server"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+command -v chromedriver >/dev/null 2>&1 || missing="$missing chromium-driver"
+if [ -n "$missing" ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -q && apt-get install -y -q rabbitmq-server
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing
   else
-    echo "warren: rabbitmqadmin not found (apt-get install rabbitmq-server)" >&2
+    echo "warren: missing for the management tests:$missing (apt-get install$missing)" >&2
   fi
 fi
 if [ ! -x "$venv/bin/python" ]; then

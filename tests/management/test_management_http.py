@@ -160,3 +160,21 @@ def test_user_permission_and_policy_writes_answer_as_rabbitmq(managed: Managed) 
         "pattern": "^w", "definition": {"max-length": 1}})[0] == 201
     assert call(managed, "DELETE", "/api/policies/%2F/w-p")[0] == 204
     assert call(managed, "DELETE", "/api/policies/%2F/w-p")[0] == 404
+
+
+def test_the_page_is_served_and_reads_the_tree_and_ra_members(managed: Managed) -> None:
+    with urllib.request.urlopen(managed.api + "/", timeout=30) as resp:
+        assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/html")
+        assert b"/api/warren/supervision" in resp.read()
+    status, tree = call(managed, "GET", "/api/warren/supervision")
+    assert status == 200 and (tree["name"], tree["restarts"]) == ("warren_sup", 0)
+    assert "amqp_listener" in [c["id"] for c in tree["children"]]
+    q = "/api/queues/%2F/members-q"
+    assert call(managed, "PUT", q, {"durable": True,
+                                    "arguments": {"x-queue-type": "quorum"}})[0] == 201
+    status, members = call(managed, "GET", "/api/warren/queues/%2F/members-q/members")
+    assert status == 200
+    assert [(m["node"], m["raft_state"]) for m in members] == [(managed.node.name, "leader")]
+    assert members[0]["commit_index"] >= 1
+    assert call(managed, "DELETE", q)[0] == 204
+    assert call(managed, "GET", "/api/warren/queues/%2F/members-q/members")[0] == 404
