@@ -1,7 +1,7 @@
 """`warren ctl` queue, binding and vhost commands as they run on the node.
 
 rabbitmqctl's `list_queues` columns for classic queues, `delete_queue`,
-`purge_queue`, `list_bindings`, `list_vhosts` and `add_vhost`, with
+`purge_queue`, `list_bindings`, `list_vhosts`, `add_vhost` and `delete_vhost`, with
 rabbitmqctl's answers: a missing queue is `Queue not found` (status 64) for
 `delete_queue` and `not_found` (69) for `purge_queue`; an unknown default queue
 type is `invalid_queue_type` (69). Queues are reached as a channel reaches

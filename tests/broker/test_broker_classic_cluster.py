@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pika
+import pika.exceptions as pex
 import pytest
 
 from tests.broker.amqp_support import closed_by_broker, get_eventually, pump_until
@@ -44,6 +45,18 @@ def open_conn(node: BrokerProc, conns: list[pika.BlockingConnection]) -> Any:
     return c
 
 
+def passive(conn: Any, name: str) -> Any:
+    """A passive declare on a fresh channel: its declare-ok, or (code, text) of the
+    channel's closing. Each node reads its own copy of the metadata store, which
+    follows the cluster's within moments, so a change made through one node is
+    awaited on another (`eventually`)."""
+    ch = conn.channel()
+    try:
+        return ch.queue_declare(name, passive=True).method
+    except pex.ChannelClosedByBroker as exc:
+        return (exc.reply_code, exc.reply_text)
+
+
 def test_a_queue_declared_on_one_node_is_the_same_queue_on_another(
         nodes: list[BrokerProc], conns: list[Any]) -> None:
     a, b = nodes
@@ -51,8 +64,11 @@ def test_a_queue_declared_on_one_node_is_the_same_queue_on_another(
     on_a.queue_declare("shared", durable=True, arguments=CLASSIC)
     on_a.basic_publish("", "shared", b"from a")
 
-    on_b = open_conn(b, conns).channel()
-    assert on_b.queue_declare("shared", passive=True).method.message_count == 1
+    conn_b = open_conn(b, conns)
+    found = eventually(lambda: not isinstance(passive(conn_b, "shared"), tuple)
+                       and passive(conn_b, "shared"))
+    assert found.message_count == 1
+    on_b = conn_b.channel()
     # a redeclare from B finds A's queue: no second queue of that name
     ok = on_b.queue_declare("shared", durable=True, arguments=CLASSIC)
     assert ok.method.message_count == 1
@@ -73,6 +89,7 @@ def test_a_consumer_on_another_node_gets_and_acks_the_queues_messages(
     on_a = open_conn(a, conns).channel()
     on_a.queue_declare("work", arguments=CLASSIC)
     conn_b = open_conn(b, conns)
+    assert eventually(lambda: not isinstance(passive(conn_b, "work"), tuple))
     on_b = conn_b.channel()
     got: list[bytes] = []
 
@@ -102,14 +119,15 @@ def test_another_nodes_connection_is_locked_out_of_an_exclusive_queue(
               "vhost '/'. It could be originally declared on another connection or the "
               "exclusive property value does not match that of the original declaration.")
     other = open_conn(b, conns)
+    assert eventually(lambda: passive(other, "mine") != (
+        404, "NOT_FOUND - no queue 'mine' in vhost '/'"))
     assert closed_by_broker(lambda: other.channel().queue_declare("mine", exclusive=True)) == (
         405, locked)
     assert closed_by_broker(lambda: other.channel().queue_declare("mine", passive=True)) == (
         405, locked)
     owner.close()
-    ch = other.channel()
-    assert closed_by_broker(lambda: ch.queue_declare("mine", passive=True)) == (
-        404, "NOT_FOUND - no queue 'mine' in vhost '/'")
+    assert eventually(lambda: passive(other, "mine") == (
+        404, "NOT_FOUND - no queue 'mine' in vhost '/'"))
 
 
 def test_bindings_made_on_one_node_route_publishes_from_another(
@@ -118,8 +136,13 @@ def test_bindings_made_on_one_node_route_publishes_from_another(
     on_b = open_conn(b, conns).channel()
     name = on_b.queue_declare("", exclusive=True).method.queue
     on_b.queue_bind(name, "amq.fanout")
-    open_conn(a, conns).channel().basic_publish("amq.fanout", "", b"fanned")
+    # a queue declared after the binding: once node A sees it, A's copy has the binding
+    on_b.queue_declare("after-bind", arguments=CLASSIC)
+    conn_a = open_conn(a, conns)
+    assert eventually(lambda: not isinstance(passive(conn_a, "after-bind"), tuple))
+    conn_a.channel().basic_publish("amq.fanout", "", b"fanned")
     assert get_eventually(on_b, name, "fanout copy")[2] == b"fanned"
+    on_b.queue_delete("after-bind")
 
 
 def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_answer_404(
@@ -132,10 +155,9 @@ def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_answe
         ch.queue_declare("owned", exclusive=True)
         watcher = connect(a)
         try:
-            for name in ("keep", "lose"):
-                watcher.channel().queue_declare(name, passive=True)
-            assert closed_by_broker(lambda: watcher.channel().queue_declare(
-                "owned", passive=True))[0] == 405
+            assert eventually(lambda: all(
+                not isinstance(passive(watcher, name), tuple) for name in ("keep", "lose")))
+            assert eventually(lambda: passive(watcher, "owned")[0] == 405)
             assert c.proc is not None
             c.proc.send_signal(signal.SIGKILL)
             c.proc.wait(10)
