@@ -3,10 +3,13 @@
 RabbitMQ's management plugin declares, deletes, purges, publishes and gets through
 an AMQP connection opened as the requesting user, so the channel's own checks
 (permissions, argument equivalence, exclusivity) answer. Here that connection is
-pika's blocking client, run in a thread of gevent's pool: the hub keeps serving
-the listener the thread talks to. A channel error becomes RabbitMQ's HTTP answer, which
-depends on how RabbitMQ makes the request: a declare, delete, bind or purge (a
-method it runs on a direct channel) answers 404 for NOT_FOUND, 401 for
+pika's blocking client, run in a thread of a pool of its own: the hub keeps serving
+the listener the thread talks to, and requests waiting for their confirms never
+hold the threads of the hub's pool, which the Ra WAL syncs its batches on.
+
+A channel error becomes RabbitMQ's HTTP answer, which depends on how RabbitMQ
+makes the request: a declare, delete, bind or purge (a method it runs on a direct
+channel) answers 404 for NOT_FOUND, 401 for
 ACCESS_REFUSED and 400 otherwise, with the AMQP explanation alone; a publish or a
 get (over its own connection) answers 400 with the code and the whole reply text,
 ``404 NOT_FOUND - no exchange 'x' in vhost '/'``.
@@ -17,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import gevent
 import pika
 import pika.exceptions as pex
+from gevent.threadpool import ThreadPool
 
 from management.errors import HttpError, bad_request, not_authorised, not_found
 
@@ -29,6 +32,16 @@ T = TypeVar("T")
 
 NOT_FOUND = 404
 ACCESS_REFUSED = 403
+#: AMQP requests of the API at once (more wait for a thread)
+POOL_SIZE = 8
+_pool: ThreadPool | None = None
+
+
+def _threads() -> ThreadPool:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPool(POOL_SIZE)
+    return _pool
 
 
 class AmqpTarget:
@@ -79,10 +92,10 @@ def _blocking(target: AmqpTarget, fn: Callable[[Any], T],
 def run(target: AmqpTarget, fn: Callable[[Any], T]) -> T:
     """`fn(channel)` on a fresh channel of `target`, in a pool thread: a publish or
     a get, whose channel errors are answered with their code and reply text."""
-    return gevent.get_hub().threadpool.apply(_blocking, (target, fn, _request_error))
+    return _threads().apply(_blocking, (target, fn, _request_error))
 
 
 def run_method(target: AmqpTarget, fn: Callable[[Any], T]) -> T:
     """As `run`, for a declare, delete, bind or purge: errors as RabbitMQ answers a
     method it runs itself."""
-    return gevent.get_hub().threadpool.apply(_blocking, (target, fn, _method_error))
+    return _threads().apply(_blocking, (target, fn, _method_error))

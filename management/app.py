@@ -8,12 +8,14 @@ segment, as RabbitMQ's URLs spell it; each segment is decoded here.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
 from urllib.parse import unquote
 
 from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
 
 from broker import ctl_ops, ctl_queues
 from broker.node import BrokerNode
@@ -24,6 +26,8 @@ from management.calls import in_node
 from management.errors import HttpError, bad_request, not_found
 
 __all__ = ["make_app"]
+
+log = logging.getLogger("warren.management")
 
 MANAGEMENT_VERSION = "3.10.8"
 EXCHANGE_TYPES = ("direct", "fanout", "headers", "topic")
@@ -430,5 +434,14 @@ def make_app(broker: BrokerNode) -> Flask:
     @app.errorhandler(405)
     def _no_method(_exc: Any) -> Response:
         return _json({"error": "Method Not Allowed", "reason": "Method Not Allowed"}, 405)
+
+    @app.errorhandler(Exception)
+    def _crashed(exc: Exception) -> Any:
+        """A request that failed inside: logged, answered 500 with no body (as
+        RabbitMQ's crashed request handlers answer)."""
+        if isinstance(exc, HTTPException):
+            return exc
+        log.exception("management request %s %s failed", request.method, request.path)
+        return Response(status=500)
 
     return app

@@ -6,6 +6,7 @@ import base64
 import json
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tests.broker.broker_support import ctl
@@ -178,3 +179,24 @@ def test_the_page_is_served_and_reads_the_tree_and_ra_members(managed: Managed) 
     assert members[0]["commit_index"] >= 1
     assert call(managed, "DELETE", q)[0] == 204
     assert call(managed, "GET", "/api/warren/queues/%2F/members-q/members")[0] == 404
+
+
+def test_many_publishes_at_once_on_a_slow_disk_all_get_their_confirms(
+        managed: Managed) -> None:
+    """Each publish waits for its confirm in a thread; those threads are not the ones
+    the WAL syncs on (a slow disk sends every batch to a thread), so more publishes
+    at once than the hub has threads still all complete."""
+    q = "/api/queues/%2F/slow-disk-q"
+    assert call(managed, "PUT", q, {"durable": True,
+                                    "arguments": {"x-queue-type": "quorum"}})[0] == 201
+    assert ctl(managed.node.name, "set_disk_delay", "20").returncode == 0
+    try:
+        body = {"properties": {}, "routing_key": "slow-disk-q", "payload": "m",
+                "payload_encoding": "string"}
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda _: call(
+                managed, "POST", "/api/exchanges/%2F/amq.default/publish", body), range(16)))
+        assert answers == [(200, {"routed": True})] * 16
+    finally:
+        assert ctl(managed.node.name, "set_disk_delay", "0").returncode == 0
+    assert call(managed, "DELETE", q)[0] == 204

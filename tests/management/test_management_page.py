@@ -55,9 +55,23 @@ def until(driver: webdriver.Chrome, check: Any) -> Any:
     return WebDriverWait(driver, WAIT_S, poll_frequency=0.2).until(check)
 
 
+# The page redraws its tables every second: each read below is one script, so it
+# never holds an element across a redraw.
 def queue_cell(driver: webdriver.Chrome, queue: str, cls: str) -> str:
-    rows = driver.find_elements(By.CSS_SELECTOR, f'tr.queue[data-queue="{queue}"]')
-    return rows[0].find_element(By.CLASS_NAME, cls).text if rows else ""
+    return str(driver.execute_script(
+        "const row = document.querySelector(`tr.queue[data-queue='${arguments[0]}']`);"
+        "return row ? row.querySelector('.' + arguments[1]).textContent : '';", queue, cls))
+
+
+def click_queue(driver: webdriver.Chrome, queue: str) -> None:
+    driver.execute_script(
+        "document.querySelector(`tr.queue[data-queue='${arguments[0]}']`).click();", queue)
+
+
+def member_states(driver: webdriver.Chrome) -> list[str]:
+    return list(driver.execute_script(
+        "return [...document.querySelectorAll('#members .raft-state')]"
+        ".map(td => td.textContent);"))
 
 
 def test_the_page_follows_a_queue_through_a_publish_and_a_leader_kill(
@@ -81,13 +95,12 @@ def test_the_page_follows_a_queue_through_a_publish_and_a_leader_kill(
         watcher = next(b for b in nodes if b is not killed)
         if watcher is not nodes[0]:  # the page's own node is the leader: watch another
             open_page(browser, watcher)
-        browser.find_element(By.CSS_SELECTOR, 'tr.queue[data-queue="page-q"]').click()
-        until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#members tbody tr")) == 3)
+        click_queue(browser, "page-q")
+        until(browser, lambda d: len(member_states(d)) == 3)
         assert killed.proc is not None
         killed.proc.kill()
         killed.proc.wait()
         new = until(browser, lambda d: (lambda text: text not in ("", leader) and text)(
             queue_cell(d, "page-q", "leader")))
         assert new in {b.name for b in nodes} - {leader}
-        states = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#members .raft-state")]
-        assert "leader" in states
+        until(browser, lambda d: "leader" in member_states(d))
