@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -55,6 +56,20 @@ def test_a_damaged_entry_fails_its_checksum(tmp_path: Any) -> None:
     assert reader.read(path, 1, 2) == entries(1, 2)
     with pytest.raises(ra_segment.SegmentCorrupt):
         reader.read(path, 3, 3)
+
+
+def test_a_cached_segment_index_costs_about_its_size_on_disk(tmp_path: Any) -> None:
+    # a reader keeps up to 16 indexes per server: as packed words, ~24 bytes an entry
+    big = [(i, 7, ("cmd", i)) for i in range(100_001, 104_097)]
+    name, _ = ra_segment.write(str(tmp_path), 1, big)
+    tracemalloc.start()
+    try:
+        index = ra_segment.read_index(os.path.join(str(tmp_path), name))
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert (index.first, index.last, index.terms[-1]) == (100_001, 104_096, 7)
+    assert held < 32 * len(big)
 
 
 def test_runs_split_at_the_limit_and_at_jumps() -> None:
