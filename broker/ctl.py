@@ -91,6 +91,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], tuple[Any, ...]]]]
     "stop_member": ("stop_member", lambda a: (*_q(a), a.member_node)),
     "start_member": ("start_member", lambda a: (*_q(a), a.member_node)),
     "crash_channel": ("crash_channel", lambda a: (a.pid,)),
+    "crash_queue": ("crash_queue", _q),
     "dlx_workers": ("dlx_workers", lambda a: ()),
     "partition": ("partition", lambda a: (a.groups,)),
     "heal": ("heal", lambda a: ()),
@@ -153,7 +154,7 @@ def add_parser(sub: Any) -> None:
                  "list_connections", "list_channels", "rebalance", "dlx_workers",
                  "heal", "wal_status", "list_users", "list_permissions"):
         cmds.add_parser(name)
-    for name in ("quorum_status",):
+    for name in ("quorum_status", "crash_queue"):
         cmds.add_parser(name).add_argument("queue")
     for name in ("add_member", "delete_member", "stop_member", "start_member"):
         p = cmds.add_parser(name)

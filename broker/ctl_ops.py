@@ -17,7 +17,7 @@ from broker.alarms import ALARM_SERVER
 from broker.ctl_common import EX_UNAVAILABLE, INFO_TIMEOUT, CtlError
 from broker.ctl_queues import classic_queue_rows, select_columns
 from broker.formation import ping
-from broker.metadata import CLUSTER_NAME, effective_policy
+from broker.metadata import CLUSTER_NAME, classic_queues, effective_policy
 from broker.node import DLX_SUP, RA_SYSTEM
 from broker.queue_config import machine_config
 from broker.running import broker_of
@@ -472,6 +472,15 @@ def crash_channel(pid_text: str) -> str:
                 actors.send(ch.pid, ("crash",))
                 return "ok"
     raise CtlError(f"no channel {pid_text}")
+
+
+def crash_queue(vhost: str, name: str) -> str:
+    """Test hook: kill a classic queue's process (reason ``kill``), as a crash would."""
+    record = classic_queues(broker_of().view.state).get((vhost, name))
+    if record is None:
+        raise CtlError(f"classic queue '{name}' in vhost '{vhost}' does not exist")
+    actors.exit(record.pid, "kill")
+    return str(record.pid)
 
 
 def set_vm_memory_high_watermark(value: float) -> str:

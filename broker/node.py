@@ -8,7 +8,8 @@ warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core chi
 ├── warren_metadata_view     joins or forms the metadata cluster, keeps the node's copy
 ├── rabbit_alarm             memory and disk monitors -> alarm hub (cluster-wide)
 ├── rabbit_fifo_dlx_sup      simple_one_for_one: at-least-once dead-letter workers
-├── rabbit_amqqueue_sup_sup  simple_one_for_one: classic queue processes (temporary)
+├── rabbit_amqqueue_sup_sup  simple_one_for_one: one supervisor per classic queue, which
+│                            restarts the queue's process when it crashes
 ├── amqp_listener            TCP acceptor -> one reader (connection tree) per connection
 ├── rabbit_mgmt_sup          the management plugin's HTTP API and Prometheus listeners
 └── recorder                 history sink (only records when a history_dir is configured)

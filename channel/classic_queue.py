@@ -44,7 +44,7 @@ from channel.backend import (
 )
 from channel.classic_args import CLASSIC_ARGS, queue_config, validate_classic_args
 from channel.classic_directory import ClassicDirectory, ClassicRecord, LocalDirectory
-from channel.classic_store import SavedDeclare, open_store
+from channel.classic_store import SavedDeclare, open_store, reread
 from channel.consumer_args import check_consume_arguments, consumer_priority
 from channel.consumer_timeout import queue_timeout
 from channel.errors import AmqpError, rs
@@ -54,6 +54,7 @@ from channel.queue_args import Declared, check_equivalence
 from classic import commands as c
 from classic import effects as e
 from classic.config import QueueConfig
+from classic.msg_store import QueueStore
 from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, EOL, FLOW, QueueEnv
 from classic.queue_sup import QUEUE_SUP, start_queue
 
@@ -63,6 +64,11 @@ log = logging.getLogger("warren.classic")
 
 CALL_TIMEOUT = 30_000
 """How long a channel waits for a queue process to answer a call."""
+
+RETRIES = 10
+RETRY_WAIT_MS = 30
+"""A call that finds a durable queue's process dead tries again this often, this far
+apart, as its supervisor may be restarting it (``rabbit_amqqueue:with``'s retries)."""
 
 
 def _message(content: Any) -> Message:
@@ -88,7 +94,8 @@ class ClassicBackend:
         self.directory: ClassicDirectory = directory or LocalDirectory()
         self.on_deleted = on_deleted
         self.queue_sup = queue_sup
-        self.env = QueueEnv(dead_letter=dead_letter, on_deleted=self._deleted)
+        self.env = QueueEnv(dead_letter=dead_letter, on_deleted=self._deleted,
+                            on_restart=self._restarted)
         #: `BrokerContext.check_queue_limits`, asked before a queue is created
         self.queue_limits: QueueLimits | None = None
         #: the node's message store (`classic.msg_store`) when it has a data dir
@@ -125,6 +132,33 @@ class ClassicBackend:
         except Exception as exc:  # the store's error type is the broker's
             log.warning("record of deleted %s kept: %s", rs("queue", config.name,
                                                            config.vhost), exc)
+
+    def _restarted(self, config: QueueConfig,
+                   store: QueueStore | None) -> tuple[e.Delivery, ...] | None:
+        """Runs in a queue process its supervisor restarted after a crash (upstream's
+        ``rabbit_prequeue`` crash restart). A durable queue takes over its record
+        (bindings kept) and starts from what the store holds; a non-durable queue
+        lost its messages with its process, so it is deleted, as in RabbitMQ."""
+        me = actors.self()
+        old = self.directory.lookup(config.vhost, config.name)
+        if not config.durable:
+            if old is not None and old.pid != me and old.node == me.node:
+                self._forget(config.vhost, config.name, old.pid)
+            return None
+        base = old if old is not None and old.node == me.node else None
+        record = (replace(base, pid=me) if base is not None else
+                  ClassicRecord(config.vhost, config.name, me, True, config.auto_delete, None,
+                                {}))
+        holder = self.directory.recover(record)
+        if holder is None:  # deleted meanwhile: its messages go too
+            if store is not None:
+                store.delete()
+            return None
+        if holder.pid != me:
+            log.warning("crashed %s not restarted: a queue on %s holds the name",
+                        rs("queue", config.name, config.vhost), holder.node)
+            return None
+        return () if store is None else reread(store)
 
     def _forget(self, vhost: str, name: str, pid: Pid) -> None:
         if not self.directory.remove(vhost, name, pid):
@@ -164,9 +198,14 @@ class ClassicSession:
         self.touched: set[Pid] = set()
         #: credit_flow towards each queue process: publishes it may still be sent
         self.credit_from: dict[Pid, int] = {}
-        #: the queue processes this channel has published to, watched so that one
-        #: that dies no longer blocks it (credit_flow's peer_down): pid -> (ref, name)
+        #: the queue processes this channel has published to or consumes from, watched
+        #: so that one that dies no longer blocks it (credit_flow's peer_down) and its
+        #: consumers and pending confirms are settled: pid -> (ref, name)
         self.publishing_to: dict[Pid, tuple[Ref, str]] = {}
+        #: publish sequence numbers each queue process still owes a confirm for
+        self.unconfirmed: dict[Pid, set[int]] = {}
+        #: this channel's consumer tags on each queue process
+        self.consuming: dict[Pid, set[str]] = {}
 
     def _where(self, name: str) -> str:
         return rs("queue", name, self.vhost)
@@ -194,17 +233,29 @@ class ClassicSession:
         return record
 
     def _call(self, record: ClassicRecord, command: Any) -> Any:
-        """A call to the queue process; a process that is gone is a queue that is gone."""
-        try:
-            return gen_server.call(record.pid, command, CALL_TIMEOUT)
-        except CallExit as exc:
-            if exc.why == "timeout":
-                raise
-            if not _home_up(record):
-                # the record stays: the queue comes back with its node
-                raise self._home_down(record) from None
-            self.b._forget(record.vhost, record.name, record.pid)
-            raise self._not_found(record.name) from None
+        """A call to the queue process. A non-durable queue whose process is gone is
+        gone; a durable one is being restarted by its supervisor (or its node is
+        down), so its record stays and the call is tried again on the record's new
+        process, as ``rabbit_amqqueue:with`` retries."""
+        for _ in range(RETRIES):
+            try:
+                return gen_server.call(record.pid, command, CALL_TIMEOUT)
+            except CallExit as exc:
+                if exc.why == "timeout":
+                    raise
+                if not _home_up(record):
+                    # the record stays: the queue comes back with its node
+                    raise self._home_down(record) from None
+                if not record.durable:
+                    self.b._forget(record.vhost, record.name, record.pid)
+                    raise self._not_found(record.name) from None
+            actors.sleep(RETRY_WAIT_MS)
+            current = self._record(record.name)
+            if current is None:
+                raise self._not_found(record.name)
+            record = current
+        raise AmqpError("NOT_FOUND", f"failed to perform operation on {self._where(record.name)}"
+                                     " due to timeout")
 
     def consumer_timeout(self, name: str, node_default: int | None) -> int | None:
         record = self._record(name)
@@ -328,17 +379,22 @@ class ClassicSession:
                 message.routing_keys or (message.routing_key,), message.content.body_size,
                 persistent=props.delivery_mode == 2, priority=props.priority,
                 expiration=None if expiration is None else int(expiration), content=message)))
+            if correlation is not None:
+                self.unconfirmed.setdefault(record.pid, set()).add(correlation)
             if self._spend_credit(record.pid, name):
                 actions.append(Block(name))
         return actions
 
     def _spend_credit(self, pid: Pid, name: str) -> bool:
         """``credit_flow:send``: one credit spent; True on the step that blocks (1 -> 0)."""
-        if pid not in self.publishing_to:
-            self.publishing_to[pid] = (actors.monitor(pid), name)
+        self._watch(pid, name)
         credit = self.credit_from.get(pid, CREDIT[0])
         self.credit_from[pid] = credit - 1
         return credit == 1
+
+    def _watch(self, pid: Pid, name: str) -> None:
+        if pid not in self.publishing_to:
+            self.publishing_to[pid] = (actors.monitor(pid), name)
 
     def _bump_credit(self, name: str, pid: Pid, quantity: int) -> list[Action]:
         """The queue granted more; the channel resumes on the step above zero."""
@@ -360,11 +416,14 @@ class ClassicSession:
             self.channel, spec.consumer_tag, ack_required=spec.ack_required,
             prefetch=spec.prefetch, priority=consumer_priority(spec.arguments),
             exclusive=spec.exclusive, args=tuple(spec.arguments.items()))))
+        self.consuming.setdefault(record.pid, set()).add(spec.consumer_tag)
+        self._watch(record.pid, name)
         return []
 
     def cancel(self, name: str, consumer_tag: str) -> list[Action]:
         record = self._record(name)
         if record is not None:
+            self.consuming.get(record.pid, set()).discard(consumer_tag)
             try:
                 self._call(record, c.BasicCancel(self.channel, consumer_tag))
             except AmqpError:
@@ -401,7 +460,7 @@ class ClassicSession:
 
     def handle_event(self, msg: Any) -> list[Action] | None:
         if type(msg) is tuple and len(msg) == 5 and msg[0] == "DOWN":
-            return self._queue_down(msg[1], msg[3])
+            return self._queue_down(msg[1], msg[3], msg[4])
         if not (type(msg) is tuple and len(msg) == 5 and msg[0] == CLASSIC_EVENT):
             return None
         _, vhost, name, pid, event = msg
@@ -409,8 +468,10 @@ class ClassicSession:
             return []
         match event:
             case e.Confirm(_, seqs):
+                self.unconfirmed.get(pid, set()).difference_update(seqs)
                 return [Settled(name, tuple(seqs))]
             case e.RejectPublish(_, seq):
+                self.unconfirmed.get(pid, set()).discard(seq)
                 return [Rejected(name, (seq,), "maxlen")]
             case e.Deliver(_, tag, ack_required, messages):
                 # the channel has handed them to its writer (upstream: notify_sent)
@@ -420,26 +481,42 @@ class ClassicSession:
                                                m.redelivered)
                                       for m in messages))]
             case e.CancelConsumer(_, tag):
+                self.consuming.get(pid, set()).discard(tag)
                 return [ConsumerCancelled(name, tag)]
             case (kind, quantity) if kind == BUMP_CREDIT:
                 return self._bump_credit(name, pid, quantity)
             case _ if event == EOL:
                 self.touched.discard(pid)
                 self.credit_from.pop(pid, None)
+                self.unconfirmed.pop(pid, None)
+                self.consuming.pop(pid, None)
                 watched = self.publishing_to.pop(pid, None)
                 if watched is not None:
                     actors.demonitor(watched[0], flush=True)
                 return [QueueEol(name), Unblock(name)]
         raise TypeError(f"classic queue event not understood: {event!r}")
 
-    def _queue_down(self, ref: Ref, pid: Pid) -> list[Action] | None:
-        """A queue process this channel published to is gone: it owes no more credit."""
+    def _queue_down(self, ref: Ref, pid: Pid, reason: Any) -> list[Action] | None:
+        """A queue process this channel used is gone: it owes no more credit. One that
+        crashed also took this channel's consumers with it, which are cancelled, and
+        the publishes it had not confirmed, which are rejected (``basic.nack``), as
+        ``rabbit_classic_queue`` settles a queue's abnormal ``DOWN``."""
         watched = self.publishing_to.get(pid)
         if watched is None or watched[0] != ref:
             return None
+        name = watched[1]
         del self.publishing_to[pid]
         self.credit_from.pop(pid, None)
-        return [Unblock(watched[1])]
+        self.touched.discard(pid)
+        seqs = self.unconfirmed.pop(pid, set())
+        tags = self.consuming.pop(pid, set())
+        actions: list[Action] = [Unblock(name)]
+        if reason in ("normal", "shutdown", "noproc"):
+            return actions
+        if seqs:
+            actions.append(Rejected(name, tuple(sorted(seqs))))
+        actions.extend(ConsumerCancelled(name, tag) for tag in sorted(tags))
+        return actions
 
     def close(self) -> None:
         """The channel is closing: each queue it used drops its consumers and takes its

@@ -31,12 +31,13 @@ from channel.qq_message import QqMessage
 from classic import effects as e
 from classic.msg_store import STORE, QueueStore, StoredQueue, open_queue, recover, start_link
 from classic.queue_sup import start_queue
+from classic.store_log import Recovered
 
 if TYPE_CHECKING:
     from channel.classic_queue import ClassicBackend
 
 __all__ = ["SavedDeclare", "child_specs", "decode_content", "encode_content", "open_store",
-           "recover_queues"]
+           "recover_queues", "reread"]
 
 log = logging.getLogger("warren.classic")
 
@@ -103,10 +104,20 @@ def recover_queues(backend: ClassicBackend) -> int:
     return count
 
 
+def reread(handle: QueueStore) -> tuple[e.Delivery, ...]:
+    """What a durable queue restarted after a crash holds: its stored messages in
+    order, each flagged redelivered as after an unclean stop."""
+    return _from_records(handle.reread())
+
+
 def _deliveries(stored: StoredQueue) -> tuple[e.Delivery, ...]:
+    return _from_records(stored.messages)
+
+
+def _from_records(records: list[Recovered]) -> tuple[e.Delivery, ...]:
     return tuple(e.Delivery(m.msg_id, True, m.exchange, m.routing_keys, m.size, True,
                             m.priority, m.expiration, decode_content(m.content))
-                 for m in stored.messages)
+                 for m in records)
 
 
 def child_specs(backend: Any, data_dir: str | None,

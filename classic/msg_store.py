@@ -109,6 +109,14 @@ class QueueStore:
     def delete(self) -> None:
         gen_batch_server.cast(self.server, ("delete", self.qdir))
 
+    def reread(self) -> list[Recovered]:
+        """The queue's messages as its file holds them, once the store has written
+        everything sent to it before: what a queue process restarted after a crash
+        starts from."""
+        result: list[Recovered] = gen_batch_server.call(
+            self.server, ("recover_queue", self.qdir), _CALL_TIMEOUT)
+        return result
+
 
 def open_queue(server: Any, vhost: str, name: str, meta: Any,
                encode: Callable[[Any], bytes]) -> QueueStore:
@@ -165,6 +173,9 @@ class MessageStore(GenBatchServer):
                 case ("call", from_, ("recover",)):
                     self._flush(state, buffers)
                     actions.append(("reply", from_, self._recover(state)))
+                case ("call", from_, ("recover_queue", qdir)):
+                    self._flush(state, buffers)
+                    actions.append(("reply", from_, self._read_log(state, qdir)))
                 case _:
                     raise ValueError(f"message store: unexpected {op!r}")
         self._flush(state, buffers)
@@ -234,17 +245,22 @@ class MessageStore(GenBatchServer):
                 log.error("message store: queue files %s unreadable, not recovered: %r",
                           qdir, exc)
                 continue
-            log_path = os.path.join(state.root, qdir, "log")
-            data = b""
-            if os.path.isfile(log_path):
-                with open(log_path, "rb") as f:
-                    data = f.read()
-            messages, whole = replay(data)
-            if whole < len(data):
-                os.truncate(log_path, whole)
-            state.live[qdir] = len(messages)
-            found.append(StoredQueue(qdir, meta, messages))
+            found.append(StoredQueue(qdir, meta, self._read_log(state, qdir)))
         return found
+
+    @staticmethod
+    def _read_log(state: _State, qdir: str) -> list[Recovered]:
+        """Replay one queue's file (a torn last record is cut off)."""
+        log_path = os.path.join(state.root, qdir, "log")
+        data = b""
+        if os.path.isfile(log_path):
+            with open(log_path, "rb") as f:
+                data = f.read()
+        messages, whole = replay(data)
+        if whole < len(data):
+            os.truncate(log_path, whole)
+        state.live[qdir] = len(messages)
+        return messages
 
 
 def start_link(root: str, name: str | None = STORE, fsync: Fsync | None = None) -> Any:

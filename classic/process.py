@@ -21,6 +21,14 @@ crashes the process rather than being skipped):
 * ``Deleted`` stops the process with reason ``normal`` once the caller has its
   reply, after telling every channel it was watching that the queue is gone.
 
+A process started again by its supervisor after a crash (``rabbit_prequeue``'s
+crash restart) gets no messages with its arguments: it first asks the node,
+through `QueueEnv.on_restart`, to take over the queue's record and to read
+what the store holds for it. A durable queue thus comes back with its
+persistent messages in order, flagged redelivered as after an unclean stop; a
+non-durable one has nothing to come back with, so its record goes and the
+process stops.
+
 Time: RabbitMQ stamps message expiry and ``x-death`` with the system clock, so
 ``now`` is the node clock's system time in milliseconds.
 """
@@ -55,6 +63,11 @@ via the channel's monitor: forget this queue's pending confirms and unacked mess
 
 TICK = "classic_tick"
 
+CRASH_RESTART = "crash_restart"
+"""What a restarted queue process sends itself, to recover outside its ``init``
+(upstream's ``gen_server2:cast(self(), init)``): the supervisor is not held up
+by the store and the metadata store."""
+
 FLOW = "flow"
 """A channel's publish sent with credit: ``(FLOW, Deliver)`` (a ``deliver`` with
 ``Flow = flow``); the queue acknowledges the credit as it handles it."""
@@ -81,12 +94,18 @@ class QueueEnv:
     broker); ``store_write`` persists messages and returns the ids already
     written, which the process reports back as `Written` (no store yet: at
     once); ``on_deleted`` removes the queue's record and bindings.
+    ``on_restart`` runs in a queue process restarted after a crash: it points the
+    record at the new process and returns the messages the store holds for the
+    queue, or ``None`` when the queue is gone (a non-durable queue, or one deleted
+    meanwhile), whose record it has removed.
     """
 
     dead_letter: Callable[[e.DeadLetter], None] | None = None
     store_write: Callable[[tuple[e.Delivery, ...]], tuple[int, ...]] = _no_store_write
     store_remove: Callable[[tuple[int, ...]], None] | None = None
     on_deleted: Callable[[QueueConfig, e.Deleted], None] | None = None
+    on_restart: Callable[[QueueConfig, QueueStore | None],
+                         tuple[e.Delivery, ...] | None] | None = None
 
 
 @dataclass
@@ -125,18 +144,36 @@ class QueueProcess(GenServer):
     """
 
     def init(self, args: tuple[QueueConfig, QueueEnv, QueueStore | None,
-                               tuple[e.Delivery, ...]]) -> Any:
+                               tuple[e.Delivery, ...] | None]) -> Any:
+        """`recovered` is ``None`` for a restart after a crash: the process recovers
+        in its first message, `CRASH_RESTART`."""
         config, env, store, recovered = args
         actors.process_flag("trap_exit", True)
         core = ClassicQueue(config, _now())
         if recovered:
             core.restore(recovered, _now())
         state = QueueState(core, env, {}, store=store)
+        if recovered is None:
+            actors.send(actors.self(), (CRASH_RESTART,))
+            return ("ok", state)
         owner = config.exclusive_owner
         if owner is not None:
             state.owner_ref = actors.monitor(owner)
         self._arm(state)
         return ("ok", state)
+
+    def _crash_restart(self, state: QueueState) -> Any:
+        config = state.core.config
+        log.error("Restarting crashed %s.", config.rs)
+        recovered = (None if state.env.on_restart is None
+                     else state.env.on_restart(config, state.store))
+        if recovered is None:
+            return ("stop", "normal", state)
+        state.core = ClassicQueue(config, _now())
+        if recovered:
+            state.core.restore(recovered, _now())
+        self._arm(state)
+        return ("noreply", state)
 
     def handle_call(self, request: Any, from_: tuple[Pid, Ref], state: QueueState) -> Any:
         if request == ("info",):
@@ -155,6 +192,8 @@ class QueueProcess(GenServer):
 
     def handle_info(self, msg: Any, state: QueueState) -> Any:
         match msg:
+            case (tag,) if tag == CRASH_RESTART:
+                return self._crash_restart(state)
             case ("DOWN", ref, "process", _pid, _reason) if ref == state.owner_ref:
                 state.owner_ref = None
                 self._apply(state, c.OwnerDown())

@@ -175,11 +175,58 @@ def test_an_unused_queue_expires_on_the_node_clock(me: actors.Process,
     assert message("deleted")[1:] == ("q", e.Deleted("expired", 0))
 
 
-def test_queue_processes_are_temporary_children_of_the_queue_supervisor(
+def _queue_pid(sup: Any) -> Any:
+    """The queue process under the node's one per-queue supervisor."""
+    (_id, queue_sup, _type, _mods), = supervisor.which_children(sup)
+    (_id, pid, _type, _mods), = supervisor.which_children(queue_sup)
+    return pid
+
+
+def restarting_env(recovered: tuple[e.Delivery, ...] | None) -> QueueEnv:
+    """A node that answers a crash restart with `recovered` and tells the test."""
+    test = actors.self()
+
+    def on_restart(config: QueueConfig, _store: Any) -> tuple[e.Delivery, ...] | None:
+        actors.send(test, ("restarted", config.name, actors.self()))
+        return recovered
+
+    return QueueEnv(on_restart=on_restart)
+
+
+def test_a_crashed_queue_process_is_restarted_with_what_the_node_recovers(
         me: actors.Process) -> None:
+    stored = e.Delivery(1, True, "ex", ("rk",), 1, True, 0, None, "a")
+    q = start(restarting_env((stored,)), durable=True)
+    watch = actors.monitor(q)
+    actors.exit(q, "kill")
+    assert wait_exit(watch) == "killed"
+    _, name, q2 = message("restarted")
+    assert name == "q" and q2 != q
+    assert _queue_pid(actors.whereis(QUEUE_SUP)) == q2
+    reply = gen_server.call(q2, c.BasicGet(me.pid, ack_required=False))
+    assert isinstance(reply, e.GetOk) and reply.delivery.content == "a"
+    assert reply.delivery.redelivered
+
+
+def test_a_queue_the_node_does_not_take_back_after_a_crash_stops_with_its_supervisor(
+        me: actors.Process) -> None:
+    q = start(restarting_env(None))
+    sup = actors.whereis(QUEUE_SUP)
+    watch = actors.monitor(supervisor.which_children(sup)[0][1])
+    actors.exit(q, "kill")
+    message("restarted")
+    assert wait_exit(watch) == "shutdown"
+    assert supervisor.count_children(sup)["active"] == 0
+
+
+def test_a_queue_that_ends_normally_is_not_restarted(me: actors.Process) -> None:
     q = start()
     sup = actors.whereis(QUEUE_SUP)
     assert supervisor.count_children(sup)["active"] == 1
-    actors.exit(q, "kill")
+    queue_sup = supervisor.which_children(sup)[0][1]
+    watch = actors.monitor(queue_sup)
+    gen_server.call(q, c.Delete())
     wait_exit(q)
+    assert wait_exit(watch) == "shutdown"
     assert supervisor.count_children(sup)["active"] == 0
+
