@@ -20,7 +20,7 @@ from werkzeug.exceptions import HTTPException
 from broker import ctl_ops, ctl_queues
 from broker.node import BrokerNode
 from channel.auth import User
-from management import actions, admin, auth, definitions, health, objects, tree
+from management import actions, admin, auth, definitions, deliveries, health, objects, tree
 from management.amqp import AmqpTarget
 from management.calls import in_node
 from management.errors import HttpError, bad_request, not_found
@@ -292,9 +292,22 @@ class Api:
         return _json(objects.channels(self.broker))
 
     def consumers(self, vhost: str | None = None) -> Response:
+        """The quorum queues' consumers, read from each queue's leader."""
         user, _ = self.login()
-        self.visible(user, vhost)
-        return _json([])
+        rows = []
+        for vh in self.visible(user, vhost):
+            for r in self.broker.registry.list(vh):
+                rows += [objects.consumer_row(vh, r.name, c) for c in in_node(
+                    self.broker.node, deliveries.consumers, vh, r.name)]
+        return _json(rows)
+
+    def queue_consumers(self, vhost: str, name: str) -> Response:
+        """A quorum queue's consumers with the member that delivers to each."""
+        creds = self.login()
+        vh, qname = self.queue_known(vhost, name, creds[0])
+        if (vh, qname) not in self.broker.view.state.queues:
+            raise not_found()
+        return _json(in_node(self.broker.node, deliveries.consumers, vh, qname))
 
     def policies(self, vhost: str | None = None) -> Response:
         user, _ = self.login()
@@ -375,6 +388,7 @@ def make_app(broker: BrokerNode) -> Flask:
     _route(app, "/api/overview", api.overview)
     _route(app, "/api/warren/supervision", api.supervision)
     _route(app, "/api/warren/queues/<vhost>/<name>/members", api.members)
+    _route(app, "/api/warren/queues/<vhost>/<name>/consumers", api.queue_consumers)
     _route(app, "/api/nodes", api.nodes)
     _route(app, "/api/nodes/<name>", api.nodes)
     _route(app, "/api/vhosts", api.vhosts)

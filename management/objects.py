@@ -15,7 +15,8 @@ from broker.node import BrokerNode
 from channel.auth import User
 from management.calls import in_node
 
-__all__ = ["bindings", "channels", "connections", "exchange_exists", "exchanges", "node_row",
+__all__ = ["bindings", "channels", "connections", "consumer_row", "exchange_exists",
+           "exchanges", "node_row",
            "permissions", "policies", "queue_exists", "queue_row", "queues", "user_row",
            "vhosts"]
 
@@ -153,6 +154,15 @@ def policies(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
     for vhost in names:
         rows += in_node(broker.node, ctl_ops.list_policies, vhost)
     return rows
+
+
+def consumer_row(vhost: str, queue: str, c: dict[str, Any]) -> dict[str, Any]:
+    """A `management.deliveries` row in the shape of RabbitMQ's `/api/consumers`."""
+    return {"consumer_tag": c["tag"], "queue": {"name": queue, "vhost": vhost},
+            "channel_details": {"name": c["pid"], "node": c["consumer_node"]},
+            "ack_required": c["ack"], "prefetch_count": c["prefetch"],
+            "active": c["status"] == "up", "activity_status": c["status"],
+            "exclusive": False, "priority": c["priority"], "arguments": {}}
 
 
 def connections(broker: BrokerNode) -> list[dict[str, Any]]:

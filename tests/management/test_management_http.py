@@ -9,7 +9,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tests.broker.broker_support import ctl
+import pika
+
+from tests.broker.broker_support import ctl, eventually
 from tests.management.conftest import Managed
 
 
@@ -200,3 +202,29 @@ def test_many_publishes_at_once_on_a_slow_disk_all_get_their_confirms(
     finally:
         assert ctl(managed.node.name, "set_disk_delay", "0").returncode == 0
     assert call(managed, "DELETE", q)[0] == 204
+
+
+def test_consumers_are_listed_with_the_member_that_delivers_to_them(
+        managed: Managed) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", managed.node.amqp_port, connection_attempts=1))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("consumed-q", durable=True, arguments={"x-queue-type": "quorum"})
+        ch.basic_qos(prefetch_count=7)
+        ch.basic_consume("consumed-q", lambda *_: None, consumer_tag="ctag-1")
+
+        def listed() -> list[Any]:  # the queue applies the checkout after consume-ok
+            rows = call(managed, "GET", "/api/consumers/%2F")[1]
+            return [r for r in rows if r["queue"] == {"name": "consumed-q", "vhost": "/"}]
+        mine = eventually(listed)
+        assert [(r["consumer_tag"], r["prefetch_count"], r["ack_required"], r["active"])
+                for r in mine] == [("ctag-1", 7, True, True)]
+        status, served = call(managed, "GET",
+                              "/api/warren/queues/%2F/consumed-q/consumers")
+        assert status == 200
+        assert [(r["tag"], r["delivered_by"]) for r in served] == [
+            ("ctag-1", managed.node.name)]
+        ch.queue_delete("consumed-q")
+    finally:
+        conn.close()
