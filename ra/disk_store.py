@@ -107,6 +107,10 @@ class DiskStore:
         self._names[name] = uid
         self._save_names()
 
+    def has_uid(self, uid: str) -> bool:
+        """Whether a registered server has this uid (the WAL recovers only theirs)."""
+        return uid in self._names.values()
+
     def uid_of(self, name: str) -> str | None:
         return self._names.get(name)
 
@@ -172,6 +176,7 @@ def disk_wal_start(handle: Any) -> Any:
         wal_compute_checksums=bool(cfg.get("wal_compute_checksums", True)),
         wal_pre_allocate=bool(cfg.get("wal_pre_allocate", False)),
         fsync=store.wal_sync,
+        registered=store.has_uid,
         segment_writer=handle.names["segment_writer"],
         name=handle.wal_name,
     ))

@@ -100,6 +100,10 @@ class WalConfig:
     #: batch's sync does not also commit the file's growth (Ra's ``wal_pre_allocate``)
     wal_pre_allocate: bool = False
     fsync: Fsync | None = None
+    #: whether a uid belongs to a registered server (Ra's ``ra_directory``): recovery
+    #: skips the entries of any other, a server deleted since they were written
+    #: (None: every uid is)
+    registered: Callable[[str], bool] | None = None
     #: where closed files go: a registered name, a pid, or None to keep them
     segment_writer: Any = SEGMENT_WRITER_NAME
     name: str | None = WAL_NAME
@@ -250,6 +254,8 @@ class Wal:
             (n, name) for name in os.listdir(self.cfg.dir)
             if (n := wal_file.file_number(name)) is not None
         )
+        registered = self.cfg.registered or (lambda _uid: True)
+        self.writers = {uid: w for uid, w in self.writers.items() if registered(uid)}
         recovered: list[tuple[int, set[str]]] = []
         for file_no, name in files:
             rec = wal_file.read(os.path.join(self.cfg.dir, name))
@@ -258,6 +264,8 @@ class Wal:
             uids: set[str] = set()
             for batch in rec.batches:
                 for uid, entries in batch:
+                    if not registered(uid):
+                        continue
                     self._insert(file_no, uid, entries)
                     self.writers[uid] = (IN_SEQ, entries[-1][0])
                     uids.add(uid)

@@ -284,6 +284,29 @@ def test_a_killed_wal_recovers_every_written_entry(node: Node, tmp_path: Any) ->
         stack.stop_all()
 
 
+def test_recovery_skips_the_entries_of_servers_no_longer_registered(
+        node: Node, tmp_path: Any) -> None:
+    with node.attached():
+        stack = Stack(str(tmp_path)).start()
+        me = actors.self()
+        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(1, 3))
+        ra_wal.append(ra_wal.WAL_NAME, "gone", me, entries(1, 2))
+        next_msg()
+        next_msg()
+        stack.kill_wal()
+        stack.ets.reset_mem_tables()
+        # "gone" was deleted while the WAL was down: its entries are left in the file
+        cfg_registered = {UID}
+        stack.stop_all()
+        stack.start(registered=cfg_registered.__contains__)
+        stack.sync()
+        assert not os.path.exists(stack.server_dir("gone"))
+        assert os.path.isdir(stack.server_dir(UID))  # the registered one was flushed
+        assert gen_server.call(ra_wal.WAL_NAME, ("last_writer_seq", "gone")) is None
+        assert gen_server.call(ra_wal.WAL_NAME, ("last_writer_seq", UID)) == 3
+        stack.stop_all()
+
+
 def test_recovery_flushes_recovered_files_to_segments(node: Node, tmp_path: Any) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
