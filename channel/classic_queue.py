@@ -67,8 +67,8 @@ CALL_TIMEOUT = 30_000
 
 RETRIES = 10
 RETRY_WAIT_MS = 30
-"""A call that finds a durable queue's process dead tries again this often, this far
-apart, as its supervisor may be restarting it (``rabbit_amqqueue:with``'s retries)."""
+"""A call that finds a queue's process dead tries again this often, this far apart,
+as its supervisor may be restarting it (``rabbit_amqqueue:with``'s retries)."""
 
 
 def _message(content: Any) -> Message:
@@ -136,19 +136,15 @@ class ClassicBackend:
     def _restarted(self, config: QueueConfig,
                    store: QueueStore | None) -> tuple[e.Delivery, ...] | None:
         """Runs in a queue process its supervisor restarted after a crash (upstream's
-        ``rabbit_prequeue`` crash restart). A durable queue takes over its record
-        (bindings kept) and starts from what the store holds; a non-durable queue
-        lost its messages with its process, so it is deleted, as in RabbitMQ."""
+        crash restart in ``rabbit_amqqueue_process:init``): the queue takes over its
+        record (bindings kept) and starts from what the store holds. A non-durable
+        queue, or a durable one on a node without a data dir, had its messages in
+        the dead process only, so it comes back empty, as in RabbitMQ."""
         me = actors.self()
         old = self.directory.lookup(config.vhost, config.name)
-        if not config.durable:
-            if old is not None and old.pid != me and old.node == me.node:
-                self._forget(config.vhost, config.name, old.pid)
-            return None
-        base = old if old is not None and old.node == me.node else None
-        record = (replace(base, pid=me) if base is not None else
-                  ClassicRecord(config.vhost, config.name, me, True, config.auto_delete, None,
-                                {}))
+        record = (replace(old, pid=me) if old is not None and old.node == me.node else
+                  ClassicRecord(config.vhost, config.name, me, config.durable,
+                                config.auto_delete, config.exclusive_owner, {}))
         holder = self.directory.recover(record)
         if holder is None:  # deleted meanwhile: its messages go too
             if store is not None:
@@ -233,10 +229,9 @@ class ClassicSession:
         return record
 
     def _call(self, record: ClassicRecord, command: Any) -> Any:
-        """A call to the queue process. A non-durable queue whose process is gone is
-        gone; a durable one is being restarted by its supervisor (or its node is
-        down), so its record stays and the call is tried again on the record's new
-        process, as ``rabbit_amqqueue:with`` retries."""
+        """A call to the queue process. One that is gone is being restarted by its
+        supervisor (or its node is down), so its record stays and the call is tried
+        again on the record's new process, as ``rabbit_amqqueue:with`` retries."""
         for _ in range(RETRIES):
             try:
                 return gen_server.call(record.pid, command, CALL_TIMEOUT)
@@ -246,9 +241,6 @@ class ClassicSession:
                 if not _home_up(record):
                     # the record stays: the queue comes back with its node
                     raise self._home_down(record) from None
-                if not record.durable:
-                    self.b._forget(record.vhost, record.name, record.pid)
-                    raise self._not_found(record.name) from None
             actors.sleep(RETRY_WAIT_MS)
             current = self._record(record.name)
             if current is None:

@@ -21,13 +21,12 @@ crashes the process rather than being skipped):
 * ``Deleted`` stops the process with reason ``normal`` once the caller has its
   reply, after telling every channel it was watching that the queue is gone.
 
-A process started again by its supervisor after a crash (``rabbit_prequeue``'s
-crash restart) gets no messages with its arguments: it first asks the node,
-through `QueueEnv.on_restart`, to take over the queue's record and to read
-what the store holds for it. A durable queue thus comes back with its
-persistent messages in order, flagged redelivered as after an unclean stop; a
-non-durable one has nothing to come back with, so its record goes and the
-process stops.
+A process started again by its supervisor after a crash (upstream's crash
+restart) gets no messages with its arguments: it first asks the node, through
+`QueueEnv.on_restart`, to take over the queue's record and to read what the
+store holds for it. A durable queue thus comes back with its persistent
+messages in order, flagged redelivered as after an unclean stop; a non-durable
+one comes back empty. One whose record went meanwhile stops.
 
 Time: RabbitMQ stamps message expiry and ``x-death`` with the system clock, so
 ``now`` is the node clock's system time in milliseconds.
@@ -96,8 +95,8 @@ class QueueEnv:
     once); ``on_deleted`` removes the queue's record and bindings.
     ``on_restart`` runs in a queue process restarted after a crash: it points the
     record at the new process and returns the messages the store holds for the
-    queue, or ``None`` when the queue is gone (a non-durable queue, or one deleted
-    meanwhile), whose record it has removed.
+    queue (none for a non-durable queue), or ``None`` when the queue was deleted
+    meanwhile.
     """
 
     dead_letter: Callable[[e.DeadLetter], None] | None = None
@@ -172,6 +171,8 @@ class QueueProcess(GenServer):
         state.core = ClassicQueue(config, _now())
         if recovered:
             state.core.restore(recovered, _now())
+        if config.exclusive_owner is not None:  # an owner already gone deletes it
+            state.owner_ref = actors.monitor(config.exclusive_owner)
         self._arm(state)
         return ("noreply", state)
 
