@@ -229,3 +229,21 @@ def crash_reason(exc: BaseException) -> Any:
         return exc.reason
     return exception_reason(exc)
 
+
+def run_init(mod: Any, args: Any, proc: Process, parent: Pid, ack: Ref) -> Any:
+    """A behaviour's `init(args)`, run in the new process; what it returned.
+
+    When `init` raises, the starter is told ``("error", reason)`` first and the
+    process then exits with that reason (`proc_lib:init_fail`); a process already
+    killed while in `init` just exits."""
+    try:
+        return mod.init(args)
+    except ProcessExit as exc:
+        if proc.dead:
+            raise
+        init_ack(parent, ack, ("error", exc.reason))
+        raise
+    except Exception as exc:
+        reason = crash_reason(exc)
+        init_ack(parent, ack, ("error", reason))
+        raise ProcessExit(reason) from None

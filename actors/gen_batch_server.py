@@ -121,17 +121,7 @@ def start_link(module: Any, args: Any = None, *, name: str | None = None,
     sizes = _Sizes(min_batch_size, max_batch_size, reversed_batch)
 
     def init_it(proc: Process, parent: Pid, ack: Ref) -> None:
-        try:
-            result = mod.init(args)
-        except ProcessExit as exc:
-            if proc.dead:
-                raise
-            gen.init_ack(parent, ack, ("error", exc.reason))
-            raise
-        except Exception as exc:
-            reason = gen.crash_reason(exc)
-            gen.init_ack(parent, ack, ("error", reason))
-            raise ProcessExit(reason) from None
+        result = gen.run_init(mod, args, proc, parent, ack)
         match result:
             case ("ok", state):
                 cont = None

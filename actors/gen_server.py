@@ -91,17 +91,7 @@ def _start(module: Any, args: Any, name: str | None, timeout: int | None, link: 
     mod = gen.resolve_module(module)
 
     def init_it(proc: Process, parent: Pid, ack: Ref) -> None:
-        try:
-            result = mod.init(args)
-        except ProcessExit as exc:
-            if proc.dead:
-                raise
-            gen.init_ack(parent, ack, ("error", exc.reason))
-            raise
-        except Exception as exc:
-            reason = gen.crash_reason(exc)
-            gen.init_ack(parent, ack, ("error", reason))
-            raise ProcessExit(reason)
+        result = gen.run_init(mod, args, proc, parent, ack)
         match result:
             case ("ok", state):
                 extra = None
