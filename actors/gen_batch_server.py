@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import gc
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from actors import gen
 from actors.pid import NoSuchName, Pid, ProcessExit, Ref, is_clean_reason
@@ -248,14 +249,7 @@ class _Server:
         self.count = 0
         if self.sizes.reversed:
             batch.reverse()
-        try:
-            result = self.mod.handle_batch(batch, self.state)
-        except ProcessExit as exc:
-            if self.proc.dead:
-                raise
-            self._exit(exc.reason)
-        except Exception as exc:
-            self._exit(gen.crash_reason(exc))
+        result = self._callback(self.mod.handle_batch, batch)
         match result:
             case ("ok", state):
                 self.state = state
@@ -287,14 +281,7 @@ class _Server:
 
     def handle_continue(self, cont: Any) -> None:
         while True:
-            try:
-                result = self.mod.handle_continue(cont, self.state)
-            except ProcessExit as exc:
-                if self.proc.dead:
-                    raise
-                self._exit(exc.reason)
-            except Exception as exc:
-                self._exit(gen.crash_reason(exc))
+            result = self._callback(self.mod.handle_continue, cont)
             match result:
                 case ("ok", state):
                     self.state = state
@@ -306,7 +293,18 @@ class _Server:
                 case _:
                     self._exit(("bad_return_value", result))
 
-    def _exit(self, reason: Any) -> None:
+    def _callback(self, fun: Callable[[Any, Any], Any], arg: Any) -> Any:
+        """``fun(arg, state)``; a crash in it ends the server as `_exit` does."""
+        try:
+            return fun(arg, self.state)
+        except ProcessExit as exc:
+            if self.proc.dead:
+                raise
+            self._exit(exc.reason)
+        except Exception as exc:
+            self._exit(gen.crash_reason(exc))
+
+    def _exit(self, reason: Any) -> NoReturn:
         """Run `terminate` (its own failure ignored), drop the mailbox, exit."""
         try:
             self.mod.terminate(reason, self.state)
