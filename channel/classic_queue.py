@@ -126,7 +126,7 @@ class ClassicBackend:
     def _deleted(self, config: QueueConfig, _deleted: e.Deleted) -> None:
         """Runs in the queue process as it deletes itself. A queue table that cannot
         be written now (a metadata store without quorum) keeps the record; it names
-        a process that is gone, which the next lookup that calls it removes."""
+        a process that is gone, which a later ``queue.delete`` removes."""
         try:
             self._forget(config.vhost, config.name, actors.self())
         except Exception as exc:  # the store's error type is the broker's
@@ -169,6 +169,19 @@ def _locked(where: str) -> AmqpError:
         f"cannot obtain exclusive access to locked {where}. It could be originally "
         "declared on another connection or the exclusive property value does not match "
         "that of the original declaration.")
+
+
+class _Crashed(AmqpError):
+    """404 for a queue whose process stayed dead while a call was retried: one that
+    crashed more often than its supervisor restarts it, or whose record outlived its
+    deletion. An explicit delete removes such a record."""
+
+    def __init__(self, record: ClassicRecord, text: str) -> None:
+        super().__init__("NOT_FOUND", text)
+        self.record = record
+
+    def __reduce__(self) -> Any:
+        return (AmqpError, (self.name, self.explanation, self.method))
 
 
 def _home_up(record: ClassicRecord) -> bool:
@@ -246,8 +259,8 @@ class ClassicSession:
             if current is None:
                 raise self._not_found(record.name)
             record = current
-        raise AmqpError("NOT_FOUND", f"failed to perform operation on {self._where(record.name)}"
-                                     " due to timeout")
+        raise _Crashed(record, f"failed to perform operation on {self._where(record.name)}"
+                               " due to timeout")
 
     def consumer_timeout(self, name: str, node_default: int | None) -> int | None:
         record = self._record(name)
@@ -342,6 +355,9 @@ class ClassicSession:
         try:
             reply = _raise(self._call(record, c.Delete(if_unused=if_unused,
                                                        if_empty=if_empty)))
+        except _Crashed as exc:
+            self.b._forget(exc.record.vhost, exc.record.name, exc.record.pid)
+            return 0
         except AmqpError as exc:
             if exc.name == "NOT_FOUND":
                 return 0
@@ -489,10 +505,12 @@ class ClassicSession:
         raise TypeError(f"classic queue event not understood: {event!r}")
 
     def _queue_down(self, ref: Ref, pid: Pid, reason: Any) -> list[Action] | None:
-        """A queue process this channel used is gone: it owes no more credit. One that
-        crashed also took this channel's consumers with it, which are cancelled, and
-        the publishes it had not confirmed, which are rejected (``basic.nack``), as
-        ``rabbit_classic_queue`` settles a queue's abnormal ``DOWN``."""
+        """A queue process this channel used is gone: it owes no more credit. Unless it
+        ended normally (a deleted queue, whose ``eol`` came first), it took this
+        channel's consumers with it, which are cancelled, and the publishes it had not
+        confirmed, which are rejected (``basic.nack``), as ``rabbit_classic_queue``
+        settles a queue's ``DOWN`` (a process that was gone before the channel watched
+        it, or whose node went, counts too)."""
         watched = self.publishing_to.get(pid)
         if watched is None or watched[0] != ref:
             return None
@@ -503,7 +521,7 @@ class ClassicSession:
         seqs = self.unconfirmed.pop(pid, set())
         tags = self.consuming.pop(pid, set())
         actions: list[Action] = [Unblock(name)]
-        if reason in ("normal", "shutdown", "noproc"):
+        if reason == "normal":
             return actions
         if seqs:
             actions.append(Rejected(name, tuple(sorted(seqs))))

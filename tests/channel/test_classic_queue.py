@@ -18,12 +18,16 @@ import pika.exceptions as pex
 import pytest
 
 import actors
-from actors import Node
+from actors import Node, gen_server
+from actors.gen_server import GenServer
+from channel.backend import ConsumerCancelled, ConsumeSpec, Message, Rejected, Unblock
 from channel.classic_dead_letter import ClassicDeadLetter
-from channel.classic_directory import LocalDirectory
+from channel.classic_directory import ClassicRecord, LocalDirectory
 from channel.classic_queue import ClassicBackend
 from channel.config import BrokerContext, Config
+from channel.framing import Content
 from channel.listener import Listener
+from classic import effects as e
 from classic.queue_sup import start_queue_sup
 from tests.channel.conftest import Broker, client, ok, params, refused
 
@@ -39,7 +43,7 @@ def broker(node: Node, config: Config) -> Iterator[Broker]:
         assert result[0] == "ok", result
         actors.unlink(result[1])
     backend = ClassicBackend(node)
-    ctx = BrokerContext(node, backend, config=config)  # type: ignore[arg-type]
+    ctx = BrokerContext(node, backend, config=config)
     backend.on_deleted = ctx.topology.remove_queue
     backend.set_dead_letter(ClassicDeadLetter(ctx.topology, backend))
     listener = Listener(ctx, "127.0.0.1", 0).start()
@@ -427,3 +431,33 @@ def test_a_queue_whose_record_cannot_be_removed_still_deletes_itself(node: Node)
         assert session.delete("stuck", if_unused=False, if_empty=False) == 0
         down = actors.receive(5000, match=lambda m: m[:2] == ("DOWN", ref))
         assert down is not actors.TIMEOUT and down[4] == "normal"
+
+
+class _SilentQueue(GenServer):
+    """A queue process that takes consumers and publishes and never confirms."""
+
+    def init(self, args: Any) -> Any:
+        return ("ok", None)
+
+    def handle_call(self, request: Any, from_: Any, state: Any) -> Any:
+        return ("reply", e.ConsumeOk(request.tag), state)
+
+    def handle_cast(self, msg: Any, state: Any) -> Any:
+        return ("noreply", state)
+
+
+def test_a_crashed_queue_process_cancels_the_channels_consumers_and_nacks_its_publishes(
+        node: Node) -> None:
+    with node.attached():
+        actors.process_flag("trap_exit", True)
+        backend = ClassicBackend(node)
+        _ok, pid = gen_server.start(_SilentQueue, None)
+        backend.directory.insert(ClassicRecord("/", "q", pid, True, False, None, {}))
+        session = backend.session(actors.self(), "/", actors.self(), "guest")
+        session.consume("q", ConsumeSpec("ctag", ack_required=True, prefetch=10))
+        session.deliver(["q"], Message("", "q", Content.build(b"m"), ("q",)), 7)
+        actors.exit(pid, "kill")
+        down = actors.receive(5000, match=lambda m: type(m) is tuple and m[0] == "DOWN")
+        assert down is not actors.TIMEOUT
+        assert session.handle_event(down) == [Unblock("q"), Rejected("q", (7,)),
+                                              ConsumerCancelled("q", "ctag")]

@@ -190,3 +190,13 @@ def test_a_publishing_channel_that_dies_is_forgotten(me: actors.Process) -> None
     assert down is not actors.TIMEOUT
     shell.handle_info(down, state)
     assert state.credit_to == {} and state.senders == {}
+
+
+def test_a_queue_rereads_its_file_after_everything_sent_before_is_written(
+        me: actors.Process) -> None:
+    """What a queue process restarted after a crash starts from."""
+    store = open_queue(STORE, "/", "q", {"name": "q"}, lambda content: content.encode())
+    store.write(tuple(e.Delivery(i, False, "ex", ("rk",), 1, True, 0, None, body)
+                      for i, body in ((1, "a"), (2, "b"), (3, "c"))))
+    store.remove((2,))
+    assert [(m.msg_id, m.content) for m in store.reread()] == [(1, b"a"), (3, b"c")]
