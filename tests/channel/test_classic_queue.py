@@ -25,6 +25,7 @@ from channel.classic_dead_letter import ClassicDeadLetter
 from channel.classic_directory import ClassicRecord, LocalDirectory
 from channel.classic_queue import ClassicBackend
 from channel.config import BrokerContext, Config
+from channel.errors import AmqpError
 from channel.framing import Content
 from channel.listener import Listener
 from classic import effects as e
@@ -461,3 +462,24 @@ def test_a_crashed_queue_process_cancels_the_channels_consumers_and_nacks_its_pu
         assert down is not actors.TIMEOUT
         assert session.handle_event(down) == [Unblock("q"), Rejected("q", (7,)),
                                               ConsumerCancelled("q", "ctag")]
+
+
+def test_a_queue_whose_process_stays_dead_keeps_its_record_until_deleted(node: Node) -> None:
+    """A dead process is no reason to forget a queue (its supervisor may be restarting
+    it); a call that keeps finding it dead is 404, and queue.delete removes the record."""
+    with node.attached():
+        actors.process_flag("trap_exit", True)
+        backend = ClassicBackend(node)
+        dead = actors.spawn(lambda: None)
+        ref = actors.monitor(dead)
+        assert actors.receive(5000, match=lambda m: m[:2] == ("DOWN", ref)) is not actors.TIMEOUT
+        backend.directory.insert(ClassicRecord("/", "q", dead, True, False, None, {}))
+        session = backend.session(actors.self(), "/", actors.self(), "guest")
+        with pytest.raises(AmqpError) as err:
+            session.declare("q", passive=True, durable=True, exclusive=False,
+                            auto_delete=False, arguments={})
+        assert (err.value.name, err.value.explanation) == (
+            "NOT_FOUND", "failed to perform operation on queue 'q' in vhost '/' due to timeout")
+        assert session.exists("q")
+        assert session.delete("q", if_unused=False, if_empty=False) == 0
+        assert not session.exists("q")
