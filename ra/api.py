@@ -1,4 +1,4 @@
-"""The client API of Ra (the ``ra`` module, spec §12).
+"""The client API of Ra (Ra's ``ra`` module; see docs/ra.md, "Client API").
 
 Every function is called from a warren process (``with node.attached():``
 or inside a spawned process). Synchronous calls follow leader redirects
@@ -32,7 +32,7 @@ from ra.types import (
 )
 
 DEFAULT_TIMEOUT = 5000
-#: errors on which a list of servers moves on to the next one (spec §12)
+#: errors on which a list of servers moves on to the next one (as ``ra:process_command/3`` does)
 _TRY_NEXT = ("noproc", "nodedown", "shutdown", "system_not_started")
 
 
@@ -241,7 +241,7 @@ def _rpc_result(result: Any) -> Any:
 
 def start_server(system: str, config: dict[str, Any]) -> Any:
     """Start one member from its config (``id``, ``uid``, ``cluster_name``,
-    ``initial_members``, ``machine`` and optional keys of spec §21.2)."""
+    ``initial_members``, ``machine`` and optional keys of Ra's ``ra_server:ra_server_config()``)."""
     node = config["id"][1]
     return _rpc_result(ra_system.rpc(node, ra_system.start_server_local, system, config))
 
@@ -297,7 +297,7 @@ def delete_cluster(server_ids: list[ServerId], timeout: int = DEFAULT_TIMEOUT,
                    system: str = "default") -> Any:
     """Commit the cluster's ``'$ra_cluster' delete`` entry; ``("ok", leader)``.
 
-    Deletion is itself replicated (spec §12.5, §12.6): every member that
+    Deletion is itself replicated (docs/ra.md, "Cluster deletion"): every member that
     applies the entry runs the machine's ``state_enter(eol)`` effects, then
     stops and deletes its data, the leader last, once every member has the
     entry. The call returns when the leader applied it, so members may still

@@ -1,4 +1,4 @@
-"""The apply loop (spec §8.2 to §8.4): committed entries into the machine.
+"""The apply loop (Ra's ``ra_server:apply_to/5``): committed entries into the machine.
 
 Every member runs this for every committed entry, in index order. It builds
 the Meta map, calls the machine, and turns replies into effects according to
@@ -31,7 +31,7 @@ Effects = list[Effect]
 
 
 class DeleteAndTerminate(Exception):
-    """The ``'$ra_cluster' delete`` entry was applied (spec §12.6).
+    """The ``'$ra_cluster' delete`` entry was applied (docs/ra.md, "Cluster deletion").
 
     Ra throws out of its apply loop here, so nothing after the poison pill is
     applied; the handler that was applying catches it and moves the server to
@@ -180,7 +180,7 @@ def _apply_noop(
     idx: int, term: int, cmd_meta: dict[str, Any], next_ver: int,
     s: ServerState, out: Effects, notifys: dict[Any, list[tuple[Any, Any]]],
 ) -> None:
-    """A noop (spec §8.2, §19): the effective machine version only moves forward.
+    """A noop: the effective machine version only moves forward (docs/ra.md, versioning).
 
     A higher version this code supports switches the module (`which_module`),
     records ``(idx, version)`` in ``machine_versions`` and applies

@@ -1,4 +1,4 @@
-"""``ra_aux``: what an aux handler may read of its server (spec §9, §11).
+"""``ra_aux``: what an aux handler may read of its server (docs/ra.md, Aux state machine).
 
 `handle_aux` receives the server's internal state as an opaque value; these
 accessors are the only supported way to look into it, so a machine's aux

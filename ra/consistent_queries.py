@@ -1,7 +1,7 @@
-"""Consistent queries on the leader (spec §12.4): a read without a log write.
+"""Consistent queries on the leader (``ra:consistent_query/2``): a read without a log write.
 
 ``consistent_aux`` takes the same path: once confirmed, its aux command runs
-on the leader as an aux call (spec §11).
+on the leader as an aux call (docs/ra.md, "Aux state machine").
 
 A leader cannot answer from its own state alone: a newer leader may have
 been elected without it knowing. So it bumps ``query_index``, sends a

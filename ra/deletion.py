@@ -1,4 +1,4 @@
-"""Cluster deletion (spec §12.5, §12.6): when a member of a deleted cluster is done.
+"""Cluster deletion (docs/ra.md, "Cluster deletion"): when a member of a deleted cluster is done.
 
 Applying the ``'$ra_cluster' delete`` entry ends a cluster's life on every
 member, but a member may only delete its data once nobody needs it any more:

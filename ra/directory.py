@@ -39,7 +39,7 @@ class SystemHandle:
     config: dict[str, Any]
     #: the system's durable state: in memory, or a data dir in durable mode
     disk: MemoryDisk | DiskStore
-    #: registered names of the system's processes (spec §21.1 ``names``)
+    #: registered names of the system's processes (``ra_system``'s ``names``)
     names: dict[str, str]
     directory: dict[str, DirEntry] = field(default_factory=dict)
     #: ``ra_leaderboard``: cluster name -> (leader id, members)

@@ -14,7 +14,7 @@ Where entries live:
 * segments: an ordered list of intervals over immutable segment files; a newer
   segment cuts off whatever older ones hold at or above its first index, as
   the overwrite that produced it cut the log. Reads try ``_mem`` first.
-* snapshots and checkpoints: ``snapshots/`` and ``checkpoints/`` (spec §17.1),
+* snapshots and checkpoints: ``snapshots/`` and ``checkpoints/`` (as ``ra_snapshot`` lays them out),
   written by `run_bg_work` off the hub; the values stay in memory too, as the
   leader streams the snapshot and recovery starts from it.
 * ``meta``: `ra.log_meta.LogMeta` (``current_term``, ``voted_for``,
@@ -130,7 +130,7 @@ class DiskLog(LogBase):
         """
         return cls(directory, uid, log_ets=log_ets, **opts)
 
-    # ---- recovery (spec §18 step 1) ---------------------------------------
+    # ---- recovery (``ra_log:init/1``) -------------------------------------
 
     def _recover(self) -> None:
         # the memtable first: a flush that finishes while we list segments
@@ -355,7 +355,7 @@ class DiskLog(LogBase):
             self._last_written = (idx, self._term_or_snapshot(idx))
         self._pending = ra_seq.limit(idx, self._pending)
 
-    # ---- snapshots and checkpoints (spec §17) ------------------------------
+    # ---- snapshots and checkpoints (``ra_snapshot``) -----------------------
 
     def run_bg_work(self, job: Any) -> Any:
         """Do a ``bg_work`` job on disk; returns the ``ra_log_event`` body to report.

@@ -3,7 +3,7 @@
 `ra.memory_disk.MemoryDisk` keeps a system's durable state in memory so that
 tests can crash processes, not the node. A node that really dies (SIGKILL,
 power loss) can only come back from files, laid out as Ra lays them out
-(spec §20):
+(``ra_system`` and ``ra_directory``):
 
 ```
 <data_dir>/names                 server name -> uid (Ra's names.dets)

@@ -1,4 +1,4 @@
-"""Who executes an effect (spec §10).
+"""Who executes an effect (Ra's ``ra_server_proc`` effect handling).
 
 Every member applies every committed entry, so every member sees the same
 machine effects; whether it *executes* one depends on its Raft state, its
@@ -162,7 +162,7 @@ def _reply_from_executes(
     member_ids: Collection[Any],
     node_of: Callable[[Any, str], str],
 ) -> bool:
-    """``reply_from`` (spec §12.2): leader, the caller's local voter, or a member."""
+    """``reply_from`` of ``ra:process_command/3``: leader, the caller's local voter, or a member."""
     if replier == "leader":
         return raft_state == LEADER
     if replier == "local":

@@ -8,7 +8,7 @@ follower acknowledges only *written* entries and a leader counts only its own
 bookkeeping (`last_written`, `pending`) and hands the writes it would send to
 the WAL to whoever drives it, through `take_wal_writes`.
 
-Snapshots and checkpoints (spec §17) are held as values ``(meta, state)``.
+Snapshots and checkpoints (``ra_snapshot``) are held as values ``(meta, state)``.
 Writing one is asynchronous too: the log returns a ``bg_work`` effect and
 only truncates once the driver answers with ``snapshot_written``, so a crash
 between the two leaves the log whole. Only the plain-Raft case (no live
@@ -26,7 +26,7 @@ from ra.log_base import WalDown as WalDown  # re-exported: the logs' own excepti
 from ra.packed import own_batch
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 
-#: ``log_init_args`` defaults (spec §21.2).
+#: ``log_init_args`` defaults (Ra's ``ra_log:init/1``).
 DEFAULT_MIN_SNAPSHOT_INTERVAL = 4096
 DEFAULT_MIN_CHECKPOINT_INTERVAL = 16384
 DEFAULT_MAX_CHECKPOINTS = 10
@@ -150,24 +150,24 @@ class MemoryLog(LogBase):
         self._wal_out.append(own_batch(entries))
 
     def set_last_index(self, idx: int) -> None:
-        """Force the end of the log back to `idx` (empty-AER reset, §16.2;
-        snapshot ``init`` or abort, §16.3)."""
+        """Force the end of the log back to `idx` (an empty AER's reset,
+        a snapshot's ``init`` or abort, as ``ra_log:set_last_index/2`` does)."""
         if idx < self.next_index() - 1:
             self._truncate_after(idx)
 
     def _truncate_after(self, idx: int) -> None:
         # last_written is pulled down at once so a follower never reports
-        # unpersisted (or overwritten) entries as written (§7.4).
+        # unpersisted (or overwritten) entries as written (Ra's WAL-driven follower replies).
         assert idx >= self._first - 1, f"truncating into the snapshot at {idx}"
         del self._entries[idx + 1 - self._first:]
         if self._last_written[0] > idx:
             self._last_written = (idx, self._term_or_snapshot(idx))
         self._pending = ra_seq.limit(idx, self._pending)
 
-    # ---- snapshots and checkpoints (spec §17) ----------------------------
+    # ---- snapshots and checkpoints (``ra_snapshot``) ---------------------
 
     def install_snapshot(self, meta: dict[str, Any], mac_state: Any) -> list[Any]:
-        """A follower installs a received snapshot: the whole range goes (§16.5)."""
+        """A follower installs a received snapshot: the whole range goes, as in ``ra_log``."""
         idx, term = int(meta["index"]), int(meta["term"])
         self._snapshot = (meta, mac_state)
         self._checkpoints = [c for c in self._checkpoints if int(c[0]["index"]) > idx]

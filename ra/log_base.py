@@ -120,7 +120,7 @@ class LogBase:
         return kind, idxterm(snap)
 
     def recovery_snapshot(self) -> Snapshot | None:
-        """Newest of snapshot and checkpoints: what a restart recovers from (§17.2)."""
+        """Newest of snapshot and checkpoints: what a restart recovers (``ra_snapshot``)."""
         best = self._snapshot
         if self._checkpoints:
             ckpt = self._checkpoints[-1]
@@ -154,7 +154,7 @@ class LogBase:
     def pending(self) -> ra_seq.Seq:
         return list(self._pending)
 
-    # ---- snapshots and checkpoints (spec §17) -----------------------------------
+    # ---- snapshots and checkpoints (``ra_snapshot``) ----------------------------
 
     def update_release_cursor(
         self, idx: int, cluster: Any, mac_version: int, mac_state: Any

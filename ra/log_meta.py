@@ -5,9 +5,9 @@ Ra keeps one row per server in the system's ``meta.dets`` (``ra_log_meta``):
 forces the write to disk at once. The server uses ``store_sync`` for
 ``voted_for`` (a vote must survive a crash, or a member could vote twice in a
 term) and ``store`` for ``current_term`` and the lazily persisted
-``last_applied`` (spec §2.2, §8.5). warren keeps the row as a small file in
-the server's directory and replaces it atomically (write, fsync, rename,
-fsync the directory); `sync` writes whatever `store` left pending.
+``last_applied`` (as ``ra_server:persist_last_applied/1`` does). warren
+keeps the row as a small file in the server's directory and replaces it
+atomically (write, fsync, rename, fsync the directory); `sync` writes whatever `store` left pending.
 """
 
 from __future__ import annotations

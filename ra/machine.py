@@ -1,4 +1,4 @@
-"""The `ra_machine` behaviour (spec §9) as a Python base class.
+"""The `ra_machine` behaviour (Ra's ``ra_machine`` module) as a Python base class.
 
 A machine is deterministic: `apply` must give the same state, reply and
 effects on every member, because every member applies every committed entry.
@@ -26,7 +26,7 @@ Effects = list[Effect]
 
 
 class Machine:
-    """Base class carrying the defaults of the callback table in spec §9."""
+    """Base class carrying the defaults of the optional callbacks of Ra's ``ra_machine``."""
 
     def init(self, config: dict[str, Any]) -> Any:
         """Initial machine state; only called when no snapshot is recovered."""

@@ -31,7 +31,7 @@ class WriterLog:
     entries: dict[int, Entry] = field(default_factory=dict)
     first: int = 1
     last: int = 0
-    #: ``in_seq`` or ``out_of_seq`` (spec §15.3)
+    #: ``in_seq`` or ``out_of_seq`` (as ``ra_log_wal`` tracks each writer)
     seq_state: str = "in_seq"
 
     def write(self, entry: Entry) -> None:

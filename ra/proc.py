@@ -152,14 +152,14 @@ class RaServerProc:
         self._persisted_snap: tuple[Any, int, Any] = (None, 0, None)
         #: the meta row (`ra.log_meta.LogMeta` or the in-memory one), set by `init`
         self.meta: Any = None
-        #: the WAL process last written to, and when (spec §15.6)
+        #: the WAL process last written to, and when (see WAL restarts in docs/ra.md)
         self._wal_pid: Pid | None = None
         self._wal_write_ms = 0
 
     # ------------------------------------------------------------ lifecycle
 
     def init(self) -> None:
-        """``post_init`` + ``recover`` + ``recovered`` (spec §18)."""
+        """``post_init`` + ``recover`` + ``recovered`` (``ra_server_proc:recover/1``)."""
         cfg, disk = self.config, self.system.disk
         log = disk.open_log(self.uid, **dict(cfg.get("log_init_args", {})))
         self.meta = meta = disk.meta_of(self.uid, log)
@@ -592,7 +592,7 @@ class RaServerProc:
         self.sync_meta()
 
     def resend_to_restarted_wal(self) -> None:
-        """Spec §15.6: writes a WAL took with it when it died are sent to its successor.
+        """Writes a WAL took with it when it died are sent to its successor, as in Ra.
 
         A busy server learns of the loss from the new WAL's ``resend_write``
         (its next write leaves a gap); a quiet one only notices here, once
@@ -666,7 +666,7 @@ class RaServerProc:
                 del self.monitors[ref]
 
     def monitor_node(self, component: str, node: str) -> None:
-        """Node monitors report the node's current status at once (spec §10)."""
+        """Node monitors report the node's current status at once, as in Ra."""
         self.node_monitors.setdefault(node, set()).add(component)
         up = node == self.node_name or node in actors.nodes()
         what = "nodeup" if up else "nodedown"
@@ -783,7 +783,7 @@ class RaServerProc:
         self._wal_write_ms = self.now()
 
     def persist_term_and_vote(self) -> None:
-        """``voted_for`` must be durable before a vote is granted (spec §2.2)."""
+        """``voted_for`` must be durable before a vote is granted (``ra_log_meta:store_sync/4``)."""
         tv = (self.s.current_term, self.s.voted_for)
         if tv != self._persisted_tv:
             self.meta.store("current_term", tv[0])
@@ -792,7 +792,7 @@ class RaServerProc:
             self._persisted_tv = tv
 
     def persist_last_applied(self) -> None:
-        """Only durably written indexes are recorded (spec §8.5)."""
+        """Only durably written indexes are recorded (``ra_server:persist_last_applied/1``)."""
         s = self.s
         la = min(s.last_applied, s.log.last_written()[0])
         if la > self._persisted_la:
@@ -874,7 +874,7 @@ class RaServerProc:
             "members": list(s.cluster),
             "cluster": {sid: peer_overview(p) for sid, p in s.peers().items()},
             "membership": s.membership,
-            # spec §19: what this code supports, what the cluster runs, and since when
+            # machine versioning: what this code supports, what the cluster runs, and since when
             "machine_version": s.cfg.machine_version,
             "effective_machine_version": s.cfg.effective_machine_version,
             "machine_versions": list(s.cfg.machine_versions),

@@ -1,4 +1,4 @@
-"""Carrying out the core's effects inside a Ra server process (spec §10).
+"""Carrying out the core's effects inside a Ra server process (``ra_server_proc:handle_effect``).
 
 `ra.effects.executes` decides *whether* this member runs an effect (leader
 only, every member, or the ``local`` rule); this module decides *how*: a

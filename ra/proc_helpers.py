@@ -1,4 +1,4 @@
-"""Short-lived helper processes of a Ra server (spec §3.1, §17.4).
+"""Short-lived helper processes of a Ra server (as ``ra_server_proc`` spawns them).
 
 A server never blocks on a peer: a vote request is one synchronous call made
 by a throw-away process that casts the answer back (a timeout is simply

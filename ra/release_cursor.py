@@ -1,4 +1,4 @@
-"""Snapshot hints from the machine: ``release_cursor`` and ``checkpoint`` (spec §17.1, §17.2).
+"""Snapshot hints from the machine: ``release_cursor`` and ``checkpoint`` (``ra_machine`` effects).
 
 Every member applies every entry, so every member sees the same hints and
 snapshots its own log independently; nothing here is replicated. The shell

@@ -1,4 +1,4 @@
-"""Leader-side replication and commit (spec §7.1, §7.2, §8.1).
+"""Leader-side replication and commit (Ra's ``ra_server``).
 
 The leader keeps no timer per follower: it pipelines AppendEntries as long
 as a peer has fewer than ``max_pipeline_count`` entries in flight, and a
@@ -182,7 +182,7 @@ def make_rpcs(s: ServerState) -> Effects:
 
 
 def make_all_rpcs(s: ServerState) -> Effects:
-    """Answer a pre-vote with an AER to every reachable peer (spec §6.2)."""
+    """Answer a pre-vote with an AER to every reachable peer (``ra_server:handle_leader/2``)."""
     cancel: Effects = []
     targets: list[ServerId] = []
     for peer_id, peer in s.peers().items():

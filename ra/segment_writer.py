@@ -49,7 +49,7 @@ SEGMENT_WRITER_NAME = "ra_log_segment_writer"
 
 @dataclass
 class SegmentWriterConfig:
-    """``ra_system`` keys of the segment writer (spec §21.1)."""
+    """``ra_system`` keys of the segment writer (``ra_system:default_config/0``)."""
 
     data_dir: str
     log_ets: LogEts = field(default_factory=LogEts)

@@ -162,7 +162,7 @@ def tick(raft_state: str, s: ServerState) -> Effects:
     """``tick_timeout``: the leader re-sends to stale peers and ticks the machine."""
     if raft_state == LEADER:
         rpcs = make_rpcs(s)
-        # peers restarted with newer code are noticed here (spec §19)
+        # peers restarted with newer code are noticed here (docs/ra.md, "Machine versioning")
         info = versioning.info_rpc_effects(s)
         mac = ra_machine.call_tick(s.cfg.effective_machine_module, s.now_ms, s.machine_state)
         return rpcs + info + mac + [("aux", "tick")]
@@ -179,7 +179,7 @@ def is_new(s: ServerState) -> bool:
 
 def recover(s: ServerState) -> bool:
     """Replay committed entries with effects discarded, then adopt the newest
-    cluster change of the uncommitted tail (spec §13.5, §18 step 5).
+    cluster change of the uncommitted tail (``ra_server:init/1`` recovering the cluster).
 
     True if the replay reached the cluster's delete entry: the member stopped
     before it finished deleting itself and must finish now.
@@ -245,7 +245,7 @@ def handle_down(raft_state: str, component: str, pid: Any, info: Any, s: ServerS
 
 
 # ---------------------------------------------------------------------------
-# elections (spec §6)
+# elections (``ra_server:handle_pre_vote/2``, ``handle_candidate/2``)
 # ---------------------------------------------------------------------------
 
 
@@ -307,7 +307,7 @@ def process_pre_vote(fsm_state: str, rpc: PreVoteRpc, s: ServerState) -> Result:
 
 
 def post_election_effects(s: ServerState) -> Effects:
-    """The new leader's noop and version requests (spec §6.4, `ra.versioning`)."""
+    """The new leader's noop and version requests (`ra.versioning`)."""
     return versioning.post_election_effects(s)
 
 
@@ -347,7 +347,7 @@ def _leader_delete_and_terminate(s: ServerState, effects: Effects) -> Result:
 def handle_terminating_leader(msg: Any, s: ServerState) -> Result:
     """A leader that applied the delete entry: no new commands, otherwise a
     leader (replies, written events) that re-sends to stale peers after every
-    event and stops once every peer has the delete entry (spec §12.6)."""
+    event and stops once every peer has the delete entry (docs/ra.md, "Cluster deletion")."""
     if isinstance(msg, tuple) and msg and msg[0] in ("command", "commands"):
         return TERMINATING_LEADER, s, []
     try:
@@ -360,7 +360,7 @@ def handle_terminating_leader(msg: Any, s: ServerState) -> Result:
 
 def handle_terminating_follower(msg: Any, s: ServerState) -> Result:
     """A follower that applied the delete entry only handles log events, and
-    stops once its whole log is written (spec §12.6)."""
+    stops once its whole log is written (docs/ra.md, "Cluster deletion")."""
     effects: Effects = []
     if isinstance(msg, tuple) and msg and msg[0] == "ra_log_event":
         _, s, effects = handle_follower(msg, s)
@@ -956,7 +956,7 @@ def _follower_aer(rpc: AppendEntriesRpc, s: ServerState) -> Result:
         except WalDown:
             s.condition = Condition(predicate=_wal_down_condition, name="wal_down")
             return AWAIT_CONDITION, s, effects0
-        # no reply now: the WAL's `written` event triggers it (§7.4)
+        # no reply now: the WAL's `written` event triggers it, as in Ra
         return evaluate_commit_index_follower(s, effects0)
     if found == "missing":
         reply = append_entries_reply(term, False, s)
@@ -1044,7 +1044,7 @@ def handle_follower(msg: Any, s: ServerState) -> Result:
 
 
 def _follower_install_snapshot(rpc: InstallSnapshotRpc, s: ServerState) -> Result:
-    """Start accepting a snapshot, or tell the leader to skip ahead (spec §17.4)."""
+    """Start accepting a snapshot, or tell the leader to skip ahead (``ra_server``)."""
     meta = rpc.meta
     snap_idx = int(meta["index"])
     num, flag = rpc.chunk_state
@@ -1206,7 +1206,7 @@ def handle_await_condition(msg: Any, s: ServerState) -> Result:
 
 
 # ---------------------------------------------------------------------------
-# commands that reach a non-leader (spec §4)
+# commands that reach a non-leader (``ra_server:handle_follower/2``)
 # ---------------------------------------------------------------------------
 
 

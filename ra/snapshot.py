@@ -1,4 +1,4 @@
-"""Moving a snapshot between members (spec §17.4), without the processes.
+"""Moving a snapshot between members (``ra_server_proc:send_snapshots``), without the processes.
 
 A snapshot travels as bytes: the machine state is serialised once and cut
 into ``snapshot_chunk_size`` pieces sent as ``{1, next}`` ... ``{N, last}``

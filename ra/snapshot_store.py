@@ -1,4 +1,4 @@
-"""Snapshot and checkpoint files of one server (``ra_log_snapshot``, spec §17).
+"""Snapshot and checkpoint files of one server (``ra_log_snapshot``).
 
 Layout: ``<server dir>/snapshots/<TERM16HEX>_<INDEX16HEX>/snapshot.dat`` and
 the same under ``checkpoints/``. The file is Ra's default format with pickle

@@ -1,4 +1,4 @@
-"""The server state of the pure core (spec §2): peers, config and the
+"""The server state of the pure core (Ra's ``ra_server_state()``): peers, config and the
 per-member map that `ra_server` threads through every handler.
 
 State objects are mutable and owned by whoever calls the handlers: a handler
@@ -19,7 +19,7 @@ from ra.log import MemoryLog
 from ra.snapshot import Accepting
 from ra.types import VOTER, IdxTerm, ServerId
 
-#: Defaults of spec §21.
+#: Defaults of Ra's ``ra_server`` and ``ra_system`` code.
 DEFAULT_MAX_PIPELINE_COUNT = 4096
 DEFAULT_MAX_APPEND_ENTRIES_RPC_BATCH_SIZE = 128
 DEFAULT_AWAIT_CONDITION_TIMEOUT = 30_000
@@ -122,7 +122,7 @@ def required_quorum(cluster: dict[ServerId, Peer]) -> int:
 
 @dataclass
 class Condition:
-    """What an ``await_condition`` server waits for (spec §4, §7.3, §14)."""
+    """What an ``await_condition`` server waits for (``ra_server:handle_await_condition/2``)."""
 
     predicate: Callable[[Any, ServerState], bool]
     transition_to: str = "follower"
@@ -217,14 +217,14 @@ def init(config: dict[str, Any]) -> ServerState:
     recovered = log.recovery_snapshot()
     cluster_index_term: IdxTerm = (0, 0)
     if recovered is None:
-        # a new cluster may start below the code's version, never above it (spec §19)
+        # a new cluster may start below the code's version, never above it (see docs/ra.md)
         effective = min(latest, int(config.get("initial_machine_version", 0)))
         module = ra_machine.which_module(mac, effective)
         cluster = make_cluster(sid, config["initial_members"])
         mac_state = module.init({"name": sid[0], "machine_version": effective})
         last_applied = 0
     else:
-        # spec §18 step 4: the snapshot (or newer checkpoint) replaces init/1 and
+        # as ``ra_server:init/1``: the snapshot (or newer checkpoint) replaces init/1 and
         # the initial members; replay resumes after its index, at its version
         meta, mac_state = recovered
         last_applied = int(meta["index"])

@@ -1,4 +1,4 @@
-"""The Ra system supervision tree of one node (spec §20).
+"""The Ra system supervision tree of one node (docs/ra.md, "The system tree").
 
 ```
 ra_systems_sup                     one_for_one, 1 / 5 s   (started once per node)

@@ -1,4 +1,4 @@
-"""Election timeout lengths and where they are armed (spec §5.1).
+"""Election timeout lengths and where they are armed (Ra's ``ra_server_proc`` election timers).
 
 Ra runs no periodic heartbeat: an idle cluster is silent and followers only
 arm an election timer when they have reason to suspect the leader. The

@@ -30,7 +30,7 @@ RA_PROTO_VERSION = 1
 DUMMY_ENTRY: Entry = (0, 0, None)
 
 # --------------------------------------------------------------------------
-# Internal command envelopes (spec §1.1). Stored in the log as plain tuples so
+# Internal command envelopes (Ra's ``ra_server:command()``). Stored in the log as plain tuples so
 # they read like Erlang terms: ``('$usr', meta, command, reply_mode)``.
 # --------------------------------------------------------------------------
 
@@ -40,17 +40,17 @@ RA_LEAVE = "$ra_leave"
 RA_CLUSTER_CHANGE = "$ra_cluster_change"
 RA_CLUSTER = "$ra_cluster"
 NOOP = "noop"
-#: A machine reply equal to this suppresses any reply (spec §1.2).
+#: A machine reply equal to this suppresses any reply (Ra's ``'$ra_no_reply'``).
 RA_NO_REPLY = "$ra_no_reply"
 
-# Reply modes (spec §1.2). Compound modes are tuples:
+# Reply modes (Ra's ``command_reply_mode()``). Compound modes are tuples:
 # ``("await_consensus", {"reply_from": ...})`` and ``("notify", corr, pid)``.
 AFTER_LOG_APPEND = "after_log_append"
 AWAIT_CONSENSUS = "await_consensus"
 NOREPLY = "noreply"
 NOTIFY = "notify"
 
-# Raft states of a server (spec §4); the process-only ones are listed too so
+# Raft states of a server (``ra_server:ra_state()``); the process-only ones are listed too so
 # effects classification and traces can name them.
 FOLLOWER = "follower"
 PRE_VOTE = "pre_vote"
@@ -80,7 +80,7 @@ def make_command(
     """Stamp a client command the way ``ra_server_proc:make_command`` does.
 
     The meta map carries the leader's wall clock (``ts``) and, for synchronous
-    calls only, the caller's ``from``; both end up in the apply Meta (§8.4).
+    calls only, the caller's ``from``; both end up in the apply Meta (``ra_server:command_meta()``).
     """
     meta: dict[str, Any] = {"ts": ts}
     if from_ is not None:
@@ -107,7 +107,7 @@ class InvalidReplyMode(ValueError):
 
 
 def validate_reply_mode(mode: Any) -> None:
-    """Accept exactly the reply modes of spec §1.2, else raise.
+    """Accept exactly Ra's ``command_reply_mode()`` values, else raise.
 
     The error term matches what a synchronous caller receives:
     ``{invalid_reply_mode, Mode}`` or ``{unknown_option, Key, Value}``.
@@ -132,7 +132,7 @@ def validate_reply_mode(mode: Any) -> None:
 
 
 # --------------------------------------------------------------------------
-# Wire records (spec §3). ``RECORD`` names the Erlang record for traces.
+# Wire records (Ra's ``ra.hrl``). ``RECORD`` names the Erlang record for traces.
 # --------------------------------------------------------------------------
 
 
@@ -261,7 +261,7 @@ class InfoReply:
 
 
 class RaEvent(NamedTuple):
-    """``{ra_event, ServerId, Evt}`` as delivered to client pids (spec §12.3).
+    """``{ra_event, ServerId, Evt}`` as delivered to client pids (``ra:ra_event()``).
 
     ``evt`` stays Erlang-shaped: ``("applied", [(corr, reply), ...])``,
     ``("rejected", ("not_leader", leader_or_None, corr))`` or

@@ -1,4 +1,4 @@
-"""Machine versioning (spec §19): when a cluster may move to newer machine code.
+"""Machine versioning (see docs/ra.md): when a cluster may move to newer machine code.
 
 Every member runs code that supports machine versions up to its
 ``cfg.machine_version``; the cluster runs the *effective* version, which only
@@ -28,7 +28,7 @@ from ra.types import InfoReply, InfoRpc, ServerId, noop
 
 Effects = list[Effect]
 
-#: ``machine_upgrade_strategy`` values (spec §21.1); ``all`` is the default.
+#: ``machine_upgrade_strategy`` values (``ra_system`` config); ``all`` is the default.
 ALL = "all"
 QUORUM = "quorum"
 #: Info keys a member answers in an `InfoReply`.
@@ -40,7 +40,7 @@ def upgrade_strategy(s: ServerState) -> str:
 
 
 def post_election_effects(s: ServerState) -> Effects:
-    """The new leader's noop (spec §6.4) and, under ``all``, its info requests.
+    """The new leader's noop (``ra_server:become_leader``) and, under ``all``, its info requests.
 
     Alone, or under ``quorum``, the leader announces its own latest version;
     otherwise the noop keeps the effective version and the peers are asked

@@ -13,7 +13,7 @@ The protocol a server uses (a message, so a dead WAL never blocks it):
 
     ("append", uid, writer_pid, [(idx, term, cmd), ...])
 
-Per uid the WAL tracks ``(in_seq | out_of_seq, last_idx)`` (spec §15.3):
+Per uid the WAL tracks ``(in_seq | out_of_seq, last_idx)`` (as ``ra_log_wal`` does):
 writes below the server's snapshot are dropped, a first index at or below
 ``last_idx + 1`` is accepted (an overwrite truncates), an unknown writer is
 accepted, and a gap is answered once with ``("resend_write", last_idx + 1)``
@@ -65,7 +65,7 @@ from ra.types import Entry
 log = logging.getLogger("warren.ra.wal")
 
 WAL_NAME = "ra_log_wal"
-#: RabbitMQ's ``raft.wal_max_size_bytes`` default (spec §22; Ra's own is 256 000 000)
+#: RabbitMQ's ``raft.wal_max_size_bytes`` default (RabbitMQ sets it; Ra's own is 256 000 000)
 DEFAULT_WAL_MAX_SIZE_BYTES = 536_870_912
 DEFAULT_WAL_MAX_BATCH_SIZE = 8192
 WRITERS_SNAPSHOT = "writers.snapshot"
@@ -85,7 +85,7 @@ _SYNC_METHODS: dict[str, Fsync] = {"datasync": os.fdatasync, "sync": os.fsync, "
 
 @dataclass
 class WalConfig:
-    """``ra_system`` keys of the WAL (spec §21.1); `fsync` overrides the sync method."""
+    """``ra_system`` keys of the WAL (``ra_system``); `fsync` overrides the sync method."""
 
     dir: str
     log_ets: LogEts = field(default_factory=LogEts)
@@ -244,7 +244,7 @@ class Wal:
         #: entries in the batches synced so far (``entries`` counts the current file's)
         self.synced_entries = 0
 
-    # ---- start and recovery (spec §15.4) ---------------------------------
+    # ---- start and recovery (``ra_log_wal:init/1``) -----------------------
 
     def recover(self) -> None:
         make_dirs(self.cfg.dir)
@@ -441,7 +441,7 @@ class Wal:
         return sorted(recent)[len(recent) // 2]
 
     def _accept(self, uid: str, pid: Any, entries: list[Entry]) -> list[Entry]:
-        """The part of a batch to write; sends ``resend_write`` on a gap (spec §15.3)."""
+        """The part of a batch to write; sends ``resend_write`` on a gap, as ``ra_log_wal`` does."""
         self.ets.register(uid, pid)
         smallest = self.ets.smallest_live_index(uid)
         if entries[-1][0] < smallest:
