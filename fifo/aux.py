@@ -1,4 +1,4 @@
-"""Per-member aux state of ``rabbit_fifo`` v7: checkpoints, timers, log reads (§15.3, §16).
+"""Per-member aux state of ``rabbit_fifo`` v7: checkpoints, timers, log reads (``handle_aux``).
 
 Aux runs outside the replicated log, on every member, after each applied batch
 (``eval``) and on every Ra tick. Its time-based decisions use a clock injected

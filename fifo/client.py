@@ -1,4 +1,4 @@
-"""``rabbit_fifo_client``: a channel's session with one quorum queue (spec §17).
+"""``rabbit_fifo_client``: a channel's session with one quorum queue.
 
 Every operation takes a `ClientState` (never modified) and returns an
 `fifo.client_effects.Out`: the new state, *actions* for the channel (flow
@@ -11,7 +11,7 @@ pipelined command with its ``applied`` notification, ``next_enqueue_seq`` is
 the per-publisher sequence the machine uses to drop duplicates and refuse
 gaps. Keeping every unconfirmed command in ``pending`` and resending all of it,
 in order, whenever the leader changes is what gives exactly-once enqueue
-without any acknowledgement protocol of its own (§17.4).
+without any acknowledgement protocol of its own (as upstream's ``resend_all_pending``).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ __all__ = [
 _REGISTER_SOFT_FAILURES = ("no_more_servers_to_try", ("shutdown", "delete"))
 
 
-# --- publishing (§17.2) ----------------------------------------------------------------------
+# --- publishing -----------------------------------------------------------------------------
 
 
 def enqueue(qname: Any, correlation: Any, msg: Any, state: ClientState,
@@ -138,7 +138,7 @@ def pending_size(state: ClientState) -> int:
     return len(state.pending)
 
 
-# --- settlement and credit (§17.5) -----------------------------------------------------------
+# --- settlement and credit ------------------------------------------------------------------
 
 
 def _settlement(kind: str, tag: Any, msg_ids: Sequence[int], state: ClientState) -> Out:
@@ -205,7 +205,7 @@ def credit(tag: Any, delivery_count: int, link_credit: int, drain: bool,
     return run(op, state, ())
 
 
-# --- consumers (§17.5) -----------------------------------------------------------------------
+# --- consumers ------------------------------------------------------------------------------
 
 
 def checkout(tag: Any, credit_mode: tuple[str, int], meta: Mapping[str, Any],
@@ -288,7 +288,7 @@ def _error(reply: Any, state: ClientState, fx: list[ClientEffect]) -> Out:
     return Out(tag, state, [], fx, reply)
 
 
-# --- ra events (§17.3, §17.4, §17.6, §17.7) --------------------------------------------------
+# --- ra events (``handle_ra_event/4``) -----------------------------------------------------------
 
 
 def handle_ra_event(qname: Any, from_: Any, evt: Any, state: ClientState,

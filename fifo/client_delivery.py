@@ -1,4 +1,4 @@
-"""Deliveries to the session's consumers (spec §17.6).
+"""Deliveries to the session's consumers (``rabbit_fifo_client``'s delivery handling).
 
 Message ids are per consumer and consecutive, so the session can tell from
 the first id of a delivery whether an earlier one was lost (the machine sends

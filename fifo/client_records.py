@@ -1,4 +1,4 @@
-"""State records of the ``rabbit_fifo_client`` session (spec §17.1).
+"""State records of the ``rabbit_fifo_client`` session.
 
 One `ClientState` exists per (channel/session process, quorum queue). It is a
 plain value: every operation in `fifo.client` copies it before changing
@@ -49,7 +49,7 @@ class ClientCfg:
     ``self_pid`` stands for upstream ``self()`` (consumer ids, the enqueuer pid)
     and ``node`` for ``node()`` (finding a local member to read from).
     ``machine_version`` selects the wire protocol: clients talking to a v7
-    machine route returns through the leader's aux handler (§3.7).
+    machine route returns through the leader's aux handler (docs/fifo.md, returned messages).
     """
 
     servers: tuple[Any, ...]

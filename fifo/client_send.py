@@ -49,7 +49,7 @@ def send_command(server: Any, correlation: Any, cmd: Any, priority: str, s: Clie
 
     Against machine versions up to 7 returns go to the leader's aux handler,
     which decides between re-appending the return or requeueing the bodies
-    (§3.7); it still appends with ``{notify, Seq, self()}`` so the return is
+    (docs/fifo.md); it still appends with ``{notify, Seq, self()}`` so the return is
     confirmed like any other command.
     """
     seq = s.next_seq
@@ -119,7 +119,7 @@ def qref(server: Any) -> Any:
 
 
 def add_delivery_count_header(msg: Any, header: Any) -> tuple[Any, bool]:
-    """Project the machine's counters onto the message (§6.3, v7 rules).
+    """Project the machine's counters onto the message (v7 rules, as ``rabbit_fifo_client`` does).
 
     ``x-delivery-count`` is the acquired count (every earlier delivery); the
     AMQP 1.0 ``delivery_count`` annotation only counts failed deliveries.

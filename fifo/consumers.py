@@ -2,7 +2,7 @@
 
 These helpers mutate the state in place and append effects to a list; they
 are the building blocks the command handlers in `fifo.machine` combine in the
-order upstream does (spec §4.2, §7, §8).
+order upstream's ``rabbit_fifo`` does.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def active_consumer(consumers: Mapping[Hashable, Consumer]) -> tuple[Hashable, C
 
 
 def activate_next_consumer(s: RabbitFifoState, effects: list[Effect]) -> None:
-    """SAC hand-over (spec §8.4); a no-op for competing consumers."""
+    """SAC hand-over (``activate_next_consumer``); a no-op for competing consumers."""
     if s.cfg.consumer_strategy == "competing":
         return
     waiting = s.waiting_consumers
@@ -294,7 +294,7 @@ def return_one(meta: Meta, msg_id: int, msg0: Msg, delivery_failed: bool,
     """Give one checked-out message back, or dead-letter it past the delivery limit.
 
     Machine version 7 counts *every* give-back (``acquired_count``) against the
-    limit, with a strict greater-than test (spec §6.2).
+    limit, with a strict greater-than test (as ``rabbit_fifo`` does).
     """
     c = s.consumers[key]
     msg = incr_msg(msg0, delivery_failed, anns)

@@ -1,4 +1,4 @@
-"""The delivery loop (*checkout*, spec §4), expiry (§11.1) and length limits (§10).
+"""The delivery loop (``rabbit_fifo:checkout``), message expiry and length limits.
 
 Every command that can make a message deliverable or a consumer servable ends
 in `checkout`: it pairs ready messages with consumers from the service queue,
@@ -165,7 +165,7 @@ def _delivery_effect(key: Hashable, msgs: list[tuple[int, Msg]], s: RabbitFifoSt
 
     def deliver(read_plan: Any) -> list[Any]:
         # On the consumer's node the session reads the bodies itself; elsewhere the
-        # executing member reads them now (spec §4.4).
+        # executing member reads them now (``delivery_effect``).
         if getattr(read_plan, "node", None) == pid.node:
             return [send_msg(pid, ("delivery", tag, read_plan, plain), DELIVERY_SEND_MSG_OPTS)]
         entries = read_plan.execute()
@@ -274,7 +274,7 @@ def drop_head(s: RabbitFifoState, effects: list[Effect]) -> bool:
 
 def evaluate_limit(index: int, before: LimitView, s: RabbitFifoState,
                    effects: list[Effect]) -> None:
-    """Enforce max-length / max-length-bytes after a command (spec §10)."""
+    """Enforce max-length / max-length-bytes after a command (``evaluate_limit``)."""
     cfg = s.cfg
     after_undefined = cfg.max_length is None and cfg.max_bytes is None
     if after_undefined:

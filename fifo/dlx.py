@@ -1,4 +1,4 @@
-"""``rabbit_fifo_dlx``: dead lettering from inside the machine (spec §12).
+"""``rabbit_fifo_dlx``: dead lettering from inside the machine.
 
 ``discard`` is the single funnel for messages leaving the queue unsuccessfully
 (rejected, expired, over the length limit, over the delivery limit). With no
@@ -160,7 +160,7 @@ def apply(cmd: Any, dlh: Any, dlx: RabbitFifoDlx) -> list[Any]:
 
 def update_config(old: Any, new: Any, qres: Any, dlx: RabbitFifoDlx) -> tuple[RabbitFifoDlx,
                                                                            list[Any]]:
-    """Handler switch (spec §3.18 step 1)."""
+    """Handler switch on ``update_config`` (as ``rabbit_fifo_dlx:update_config`` does)."""
     if old == "at_least_once" and new == "at_least_once":
         if dlx.consumer is None:
             return dlx, []

@@ -1,4 +1,4 @@
-"""``rabbit_fifo_q``: the two-level weighted priority queue of v4-v7 (spec §9.2).
+"""``rabbit_fifo_q``: the two-level weighted priority queue of v4-v7.
 
 Messages with a priority above 4 go to ``hi``, everything else to ``no``.
 While both levels have a backlog, two ``hi`` messages are served for every

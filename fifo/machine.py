@@ -1,6 +1,6 @@
 """``rabbit_fifo`` machine version 7 (RabbitMQ 4.0-4.2) as a pure Ra machine.
 
-`RabbitFifo` is duck-typed against Ra's machine behaviour (ra.md §9): ``init``,
+`RabbitFifo` is duck-typed against Ra's machine behaviour (``ra_machine``): ``init``,
 ``apply``, ``state_enter``, ``tick``, ``overview``, ``version``,
 ``which_module`` and the aux callbacks. ``apply`` is deterministic: time comes
 only from ``meta["system_time"]`` and nothing is read from the outside world,
@@ -10,10 +10,10 @@ the same effects (which Ra then executes or drops per member).
 The state is updated in place and returned; callers that need an earlier
 state keep a `fifo.records.copy_state` copy.
 
-Effect order follows spec §4.5/§4.6 (monitor first, incoming effects, expiry,
+Effect order follows upstream's observable order (monitor first, incoming effects, expiry,
 deliveries, then length-limit effects; credit replies after deliveries).
 Upstream v7 accumulates effects by prepending and reverses them, so its raw
-order differs in places the spec declares non-normative.
+order differs only where no client can tell the difference.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ Result = tuple[RabbitFifoState, Any] | tuple[RabbitFifoState, Any, list[Any]]
 
 
 def _apply_config(conf: Mapping[str, Any], s: RabbitFifoState) -> None:
-    """Replace every cfg field from `conf`, defaults for absent keys (spec §2.4)."""
+    """Replace every cfg field from `conf`, defaults for absent keys (``update_config``)."""
     limit = conf.get("delivery_limit")
     if isinstance(limit, int | float) and limit < 0:
         limit = None
@@ -568,7 +568,7 @@ class RabbitFifo:
     # --- process and node failures -------------------------------------------------------------
 
     def _handle_down(self, meta: Meta, pid: Any, s: RabbitFifoState) -> list[Any]:
-        """A monitored process is gone: forget it as publisher and consumer (§3.14)."""
+        """A monitored process is gone: forget it as publisher and consumer (``down``)."""
         s.enqueuers.pop(pid, None)
         effects: list[Effect] = []
         if s.cfg.consumer_strategy == "single_active" and s.waiting_consumers:

@@ -1,4 +1,4 @@
-"""Message references and their headers (spec §2.1).
+"""Message references and their headers (``rabbit_fifo``'s ``msg`` and ``msg_header``).
 
 The machine never holds a message body: a queued message is the raft index of
 the command that carried the body plus a small header. A queue may hold
@@ -115,7 +115,7 @@ def _incr(n: int) -> int:
 
 
 def incr_msg(msg: Msg, delivery_failed: bool, anns: Mapping[str, Any]) -> Msg:
-    """Header changes for a message given back by a consumer (spec §3.7 step 1).
+    """Header changes for a message given back by a consumer (``return_one``).
 
     Every give-back counts an acquisition; only a failed delivery counts towards
     ``delivery_count``; annotations from ``modify`` are merged into ``anns``.

@@ -1,4 +1,4 @@
-"""Read-only views of the state: ``overview/1`` and the ``query_*`` functions (§15.4).
+"""Read-only views of the state: ``overview/1`` and the ``query_*`` functions of ``rabbit_fifo``.
 
 Queries run on any member and never change the state.
 """
@@ -153,7 +153,7 @@ def all_nodes(s: RabbitFifoState) -> list[Any]:
 
 
 def is_expired(ts: int, s: RabbitFifoState) -> bool:
-    """Queue TTL: idle for longer than ``expires`` with no live consumer (§11.2)."""
+    """Queue TTL: idle for longer than ``expires`` with no live consumer (``tick/2``)."""
     if s.last_active is None or s.cfg.expires is None:
         return False
     live = any(c.status != "suspected_down" for c in s.consumers.values())

@@ -1,4 +1,4 @@
-"""The machine's records (spec §2), keeping upstream record and field names.
+"""The machine's records (``rabbit_fifo.hrl``), keeping upstream record and field names.
 
 The state is mutable: ``apply`` updates it in place, as a Ra machine owns its
 state exclusively. Anything that must outlive the next command (a checkpoint,
