@@ -2,8 +2,8 @@
 
 A server is a subclass of `GenServer` whose methods are the callback module;
 the state travels through return values exactly as in Erlang, so a trace of
-calls and returns reads like the Erlang original. The loop implements spec
-§9: idle timeouts, ``continue``, ``hibernate`` (accepted, no effect),
+calls and returns reads like the Erlang original. The loop implements OTP's
+``gen_server`` loop: idle timeouts, ``continue``, ``hibernate`` (accepted, no effect),
 `terminate` on stop tuples, crashes, bad returns and a trapped parent EXIT,
 and the reply of ``("stop", R, Reply, S)`` sent after `terminate`.
 """

@@ -102,7 +102,7 @@ class Node:
         strict_copy: bool | None = None,
     ) -> None:
         self.name = name
-        # Round-trip local messages through pickle (spec §3.6), so that a
+        # Round-trip local messages through pickle (Erlang copies every message), so that a
         # message that could never cross a node boundary fails in unit tests.
         if strict_copy is None:
             strict_copy = os.environ.get("WARREN_STRICT_COPY") == "1"
@@ -373,7 +373,7 @@ class Node:
             self._dist(target.node, signal)
 
     def _exit_signal(self, proc: Process, sender: Pid, reason: Any, is_link: bool) -> None:
-        """The receive side of an exit signal: the decision table of spec §5.3."""
+        """The receive side of an exit signal: the decision table of ERTS."""
         if proc.dead:
             return
         if is_link:

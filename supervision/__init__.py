@@ -1,4 +1,4 @@
-"""OTP's supervisor behaviour for warren processes (spec: actors.md §10).
+"""OTP's supervisor behaviour for warren processes (see `supervision.supervisor`).
 
 `supervision.supervisor` holds the behaviour and its API; the other modules
 each do one part of it (specs, child stores, intensity, stopping, reports).

@@ -1,4 +1,4 @@
-"""Stopping children: one at a time (§10.6) or all dynamic ones at once (§10.7).
+"""Stopping children: one at a time (the ``shutdown`` field) or all dynamic ones at once.
 
 These run inside the supervisor process and block it, as in OTP: nothing else
 the supervisor would do makes sense while a child is half stopped. The wait is

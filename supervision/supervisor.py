@@ -5,7 +5,7 @@ child specs or the dynamic-children map, the list of restart times), the same
 functions (`do_restart`, `restart`, `try_again_restart`,
 `terminate_children`, `do_auto_shutdown`) and the same return and error terms
 — so that a supervision tree built here fails, restarts and escalates the way
-the Erlang tree it models does (spec/actors.md §10).
+the Erlang tree it models does.
 
 A callback module is any object (class, instance or ``"pkg.mod:Name"``) whose
 ``init(args)`` returns ``("ok", (flags, [child_spec, ...]))`` or ``"ignore"``.

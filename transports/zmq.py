@@ -36,7 +36,7 @@ rate): bare pyzmq PUSH/PULL with one pickle per message 682k msgs/s;
   `select`, a benchmark driver): it is the default of `ZmqTransport`.
 
 ``WARREN_ZMQ_IO`` overrides both defaults (for A/B measurements). Net ticks
-come from the hub either way (spec §7.2); the tick check reads per-session
+come from the hub either way (as `net_kernel`'s tick); the tick check reads per-session
 receive counters kept by the socket layer (read first, in hub mode), so
 frames that arrived while the hub was busy still count as signs of life.
 

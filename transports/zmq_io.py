@@ -218,7 +218,7 @@ class IoLoop:
         self._ctx = new_context()
         router = self._ctx.socket(zmq.ROUTER)
         router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        router.setsockopt(zmq.SNDHWM, 0)  # never drop, never block (spec §3.7)
+        router.setsockopt(zmq.SNDHWM, 0)  # never drop, never block (Erlang's send is async)
         router.setsockopt(zmq.RCVHWM, 0)
         router.setsockopt(zmq.LINGER, _CLOSE_LINGER_MS)
         router.bind(bind)  # in the caller's thread, so a busy port fails loudly
