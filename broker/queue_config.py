@@ -2,7 +2,7 @@
 
 `rabbit_quorum_queue` builds the machine's full config map at declare and
 again on every policy change (`update_config` replaces every field, so the
-map must always be complete): spec fifo.md §19. The broker needs it in both
+map must always be complete). The broker needs it in both
 places — the registry when it starts a queue's Ra cluster, the policy hook
 when a policy changes — so it is one pure function here.
 """
@@ -36,7 +36,7 @@ def ra_name(vhost: str, name: str) -> str:
 
 def dead_letter_handler(arguments: Mapping[str, Any], policy: Mapping[str, Any],
                         resource: Any = None) -> Any:
-    """`undefined` (None), `at_least_once` or `(at_most_once, (M, F, A))` (spec §8.2).
+    """`undefined` (None), `at_least_once` or `(at_most_once, (M, F, A))`, as upstream's.
 
     The at-most-once arguments are `[exchange, routing_key, resource]`, the
     source queue being the one whose deaths are recorded.

@@ -4,7 +4,7 @@ The reader hands it complete commands; it answers through its own writer
 process, routes publishes through the node's `Topology` and reaches queues only
 through its `QueueSession` (see `channel.backend`). Pure pieces (confirm
 bookkeeping and coalescing, pending acks, routing, argument checks) live in
-their own modules; this module is the dispatch of spec channel.md §5 plus the
+their own modules; this module is the dispatch of `rabbit_channel:handle_method/3` plus the
 effects. Soft errors close the channel with channel.close; hard errors are
 handed to the reader, which closes the connection; anything else crashes the
 process: its supervisor stops its writer and limiter, and the reader turns the

@@ -1,4 +1,4 @@
-"""The supervision tree of one AMQP connection (spec channel.md §1.2).
+"""The supervision tree of one AMQP connection (`rabbit_connection_sup`).
 
 RabbitMQ gives every connection this tree so that a failure stays inside the
 connection and a shutdown stops things in the right order:

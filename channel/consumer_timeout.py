@@ -6,7 +6,7 @@ argument and the `consumer-timeout` policy key) or else the node's
 `consumer_timeout` (30 minutes; None turns it off). A delivery older than that
 closes the channel with 406 PRECONDITION_FAILED: the unacked messages go back
 to their queues as for any channel close. (RabbitMQ 4.3 moves this into the
-quorum queue, which returns the messages and keeps the channel: spec §5.14.)
+quorum queue, which returns the messages and keeps the channel.)
 
 Pure: the channel gives the oldest delivery, the clock and the timeouts.
 """

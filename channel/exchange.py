@@ -3,9 +3,9 @@
 This is warren's stand-in for the exchange and binding tables of RabbitMQ's
 metadata store: a plain object shared by the channels of one node (they run on
 one hub, so its methods never interleave). It answers declare / delete /
-bind / unbind with RabbitMQ's errors (spec channel.md §5.18) and routes a
+bind / unbind with RabbitMQ's errors (`rabbit_channel`, `rabbit_binding`) and routes a
 message to a list of queue names, following exchange-to-exchange bindings and
-alternate exchanges (§9). Queue existence is the queue backend's business, so
+alternate exchanges (`rabbit_exchange_type_*`). Queue existence is the queue backend's business, so
 callers pass a `queue_exists` predicate where a binding needs one.
 """
 

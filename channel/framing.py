@@ -1,7 +1,7 @@
 """AMQP 0-9-1 frames in and out, with pamqp as the codec and its traps avoided.
 
 pamqp decodes well but validates on construction and on marshal, refusing
-names and properties RabbitMQ accepts (spec channel.md §11). So decoding goes
+names and properties RabbitMQ accepts (empty or long short-strings, for one). So decoding goes
 through pamqp's method classes, while every server-to-client method is encoded
 here from the same class metadata (field order and types) without validation.
 The two methods that come once per message, ``basic.publish`` and

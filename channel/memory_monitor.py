@@ -1,4 +1,4 @@
-"""The memory alarm of a node (`vm_memory_monitor`, spec channel.md §7.1).
+"""The memory alarm of a node (RabbitMQ's `vm_memory_monitor`).
 
 A node that keeps accepting publishes while its memory grows ends up killed by
 the OS; RabbitMQ prevents that by raising the `memory` resource alarm when the

@@ -2,7 +2,7 @@
 
 A user may use a vhost when it has a permission record there (three regular
 expressions: configure, write, read). Each AMQP operation needs one of them on
-the resource it touches (spec channel.md §5.3, §5.8, §5.16, §5.18); a name is
+the resource it touches (as `rabbit_channel:check_*_permitted` asks); a name is
 allowed when the expression matches anywhere in it (an unanchored search, as
 `re:run`), an empty expression matches only the empty name, and a broken one
 refuses. The default exchange is checked under the name `amq.default`. The

@@ -3,7 +3,7 @@
 This is the part of `rabbit_quorum_queue` that runs at `queue.declare` and
 `queue.delete`: the Ra cluster name (`<vhost>_<queue>`, the vhost `/` written
 `%2F`), the `rabbit_fifo` machine configuration derived from the queue
-arguments (spec fifo.md §19), the choice of member nodes and of the first
+arguments (`rabbit_quorum_queue:ra_machine_config/1`), the choice of member nodes and of the first
 leader (`x-quorum-initial-group-size`, `x-queue-leader-locator`), and starting
 or deleting the members. It is shared by every `QueueRegistry` so that all of
 them start queues the same way; none of it keeps state.

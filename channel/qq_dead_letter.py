@@ -42,7 +42,7 @@ PUBLISH_MFA = ("rabbit_quorum_queue", "dead_letter_publish")
 
 def handler(exchange: str | None, routing_key: str | None, strategy: str | None,
             overflow: str, queue_resource: Any) -> Any:
-    """The ``dead_letter_handler`` for effective settings (spec fifo.md §12.2).
+    """The ``dead_letter_handler`` for effective settings, as upstream's.
 
     No exchange: ``None`` (dead letters are dropped). ``at-least-once`` with
     ``reject-publish`` overflow: ``"at_least_once"``; with any other overflow

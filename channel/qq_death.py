@@ -1,7 +1,7 @@
 """A stored message's death history and the headers it becomes (`mc:record_death`).
 
 A dead-lettered message remembers, per (source queue, reason), how often it
-died there and how it had been routed before (spec channel.md §8.3). The
+died there and how it had been routed before. The
 history travels with the message into the target queue, and a consumer reads
 it as the `x-death` header (most recent death first) next to
 `x-first-death-*` (fixed by the very first death) and `x-last-death-*`.

@@ -4,8 +4,8 @@ RabbitMQ validates queue arguments in `rabbit_amqqueue` (one checker per key, a
 fixed order, first failure wins) and then lets the queue type refuse the
 properties it cannot honour. All of it is pure, so it lives here as functions
 over the decoded argument table; the channel turns the raised `AmqpError` into
-a channel (406/403) or connection (541) close. Texts: spec channel.md
-§5.16-5.17.
+a channel (406/403) or connection (541) close. Texts: `rabbit_amqqueue`'s and
+`rabbit_quorum_queue`'s.
 
 pamqp decodes field tables into Python values and loses the integer width, so
 `amqp_type` infers the RabbitMQ type name the way pika encodes values (ints as

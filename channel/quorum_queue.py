@@ -7,7 +7,7 @@ sequence numbers, consumers are `simple_prefetch` checkouts, acks and
 rejections are settle / return / discard commands. Everything the queue
 says later (`applied`, deliveries, leader changes, `eol`) arrives in the
 channel's mailbox as a Ra event, goes through the fifo client, and comes out
-as the channel's `Action`s (spec channel.md §6). The queue table itself is a
+as the channel's `Action`s (docs/channel.md, "Quorum queues"). The queue table itself is a
 `QueueRegistry`, shared by the nodes of the cluster.
 
 Queues of other types: a declare that resolves to `classic` (an explicit
@@ -371,7 +371,7 @@ class QuorumSession:
     # -------------------------------------------------------------- consumers
 
     def validate_consume(self, name: str, spec: ConsumeSpec) -> None:
-        """Everything that refuses a consumer before consume-ok (spec §5.8 steps 5-7)."""
+        """Everything that refuses a consumer before consume-ok (`rabbit_channel`)."""
         if self._record(name) is None:
             if self.classic is not None:
                 self.classic.validate_consume(name, spec)
@@ -524,7 +524,7 @@ class QuorumSession:
                        queue=name, value=pending)
 
     def _actions(self, name: str, fifo_actions: list[Any]) -> list[Action]:
-        """fifo client actions as channel actions (spec §6.2); the rest is ignored."""
+        """fifo client actions as channel actions (`handle_event`); the rest is ignored."""
         actions: list[Action] = []
         for a in fifo_actions:
             match a:

@@ -594,7 +594,7 @@ class Reader:
         self.control_throttle()
 
     def update_secret(self, m: Any) -> None:
-        """Accepted for internal users, whose credentials never expire (§3.11)."""
+        """Accepted for internal users, whose credentials never expire, as in RabbitMQ."""
         assert self.user is not None
         self.user = reauthenticate(self.user, m.new_secret or "")
         self.send0(Out.of(C.Connection.UpdateSecretOk))

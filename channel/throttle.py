@@ -75,7 +75,7 @@ class Throttle:
         return "running"
 
     def connection_state(self, state: str, credit_blocked: bool, now_ms: int) -> str:
-        """What the connection reports as `state` (spec §2.6)."""
+        """What the connection reports as `state` (`rabbit_reader`'s `flow` / `running`)."""
         if not self.resources() and (
             credit_blocked
             or ("flow" in self.blocked_by and self.last_blocked_at is not None
