@@ -1,6 +1,6 @@
 """DOWN messages in the history: `down_sent` where the monitored process ends,
 `down_received` where the DOWN reaches the monitor, paired by the monitor reference,
-so the analysis can measure how long a DOWN takes to propagate (spec 4.7). A monitor
+so the analysis can measure how long a DOWN takes to propagate. A monitor
 removed before its target ends records nothing."""
 
 from __future__ import annotations

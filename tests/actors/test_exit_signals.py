@@ -1,4 +1,4 @@
-"""Links and exit signals: the decision table of spec §5.3, row by row."""
+"""Links and exit signals: ERTS's decision table, row by row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""gen_server: start, call outcomes, return shapes, terminate (spec §9)."""
+"""gen_server: start, call outcomes, return shapes, terminate."""
 
 from __future__ import annotations
 

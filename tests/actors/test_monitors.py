@@ -1,4 +1,4 @@
-"""Monitors: independent, fire once, DOWN even for dead targets (spec §6)."""
+"""Monitors: independent, fire once, DOWN even for dead targets."""
 
 from __future__ import annotations
 

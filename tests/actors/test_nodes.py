@@ -1,4 +1,4 @@
-"""Nodes and sessions: nodeup/nodedown, ticks, restarts (spec §1.3–1.4, §7)."""
+"""Nodes and sessions: nodeup/nodedown, ticks, restarts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The gevent runtime as a plain pykka actor (spec §11.1–11.3)."""
+"""The gevent runtime as a plain pykka actor."""
 
 from __future__ import annotations
 

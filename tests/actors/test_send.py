@@ -1,4 +1,4 @@
-"""Sending: silent for pids, strict for local names, FIFO per sender (spec §2, §3)."""
+"""Sending: silent for pids, strict for local names, FIFO per sender."""
 
 from __future__ import annotations
 

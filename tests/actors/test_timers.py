@@ -1,4 +1,4 @@
-"""Timers: send_after / start_timer / cancel_timer / read_timer (spec §8)."""
+"""Timers: send_after / start_timer / cancel_timer / read_timer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resource alarms are cluster-wide (spec channel.md §7.2), on three real nodes:
+"""Resource alarms are cluster-wide, on three real nodes:
 a memory alarm raised on node 1 blocks a publisher connected to node 2 until
 the alarm clears, or until node 1 is seen down."""
 

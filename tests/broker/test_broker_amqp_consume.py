@@ -1,5 +1,5 @@
 """Consuming from a quorum queue on three real nodes: prefetch, settlement and
-redelivery, single active consumer (spec channel.md §5.8-5.11, §6.6, §6.8).
+redelivery, single active consumer.
 
 warren runs machine version 7 (RabbitMQ 4.0-4.2): `x-delivery-count` carries the
 acquired count, so every return adds one, whether by nack, reject or a closed

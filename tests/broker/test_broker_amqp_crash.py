@@ -1,5 +1,5 @@
-"""A crashed channel on a real node (the `warren ctl crash_channel` hook, spec
-channel.md §1.4, §3.12, §14.6): its whole connection is closed with
+"""A crashed channel on a real node (the `warren ctl crash_channel`
+hook): its whole connection is closed with
 `541 INTERNAL_ERROR`, its unacked deliveries go back to the queue, and every other
 connection and channel carries on.
 """

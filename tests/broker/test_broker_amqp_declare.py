@@ -1,5 +1,5 @@
 """queue.declare of a quorum queue on a three-node cluster: what is refused, with
-RabbitMQ's exact reply codes and texts (spec channel.md §5.16-5.17).
+RabbitMQ's exact reply codes and texts.
 
 A refused declare closes the channel (406 / 403) and creates nothing: a passive
 declare of the same name afterwards is a 404 on every node's view of the queue

@@ -1,6 +1,6 @@
 """Flow control seen by pika on three real nodes: the quorum-queue soft limit withholds
-a channel's credit, and a memory alarm blocks publishing connections only (spec
-channel.md §2, §3.9, §6.4, §7).
+a channel's credit, and a memory alarm blocks publishing connections only
+(docs/channel.md, "Credit flow and blocking").
 
 This module's nodes run with a 20 s net tick time: the soft-limit test holds the
 queue's leader paused for a few seconds, which must not look like a node going

@@ -1,5 +1,4 @@
-"""Publishing to a quorum queue on three real nodes: publisher confirms and overflow
-(spec channel.md §5.6, §6.3, §6.7).
+"""Publishing to a quorum queue on three real nodes: publisher confirms and overflow.
 
 Publishers connect to a node other than the queue's leader, so every enqueue and
 every `applied` crosses the cluster.

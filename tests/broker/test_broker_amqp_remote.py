@@ -1,5 +1,5 @@
 """A client connected to a node that holds no replica of the quorum queue it uses
-(spec channel.md §6; DESIGN.md "One message, end to end").
+(docs/channel.md, "Quorum queues").
 
 The queue is declared with `x-quorum-initial-group-size` 1 or 2 from one node
 (client-local placement: it leads there), `warren ctl quorum_status` names its

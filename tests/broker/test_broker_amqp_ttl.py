@@ -1,6 +1,6 @@
 """Message TTL on a quorum queue of three real nodes: `x-message-ttl`, the per-message
-`expiration` property, and the dead letters of expired messages (spec channel.md
-§5.3, §5.17, §8.3; fifo.md for expiry at the head of the queue).
+`expiration` property, and the dead letters of expired messages
+(messages expire at the head of the queue, as in `rabbit_fifo`).
 
 Expiry is observed, never timed: a test waits (bounded) for the leader to report
 the expired messages gone, then checks that no consumer is ever given them.

@@ -1,6 +1,5 @@
 """Connection, channel and queue limits against a live node, on hand-driven sockets:
-every refusal's code, text and class/method, and that a freed slot is usable again
-(spec channel.md §3.6, §3.7, §3.12, §5.16 item 10)."""
+every refusal's code, text and class/method, and that a freed slot is usable again."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`connection.update-secret` (spec channel.md §3.11) from a hand-driven socket.
+"""`connection.update-secret` from a hand-driven socket.
 
 As with RabbitMQ's internal auth backend, whose credentials never expire, the
 update is always accepted: the connection answers `update-secret-ok` and goes

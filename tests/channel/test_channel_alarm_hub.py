@@ -1,4 +1,4 @@
-"""The alarm hub's core (spec channel.md §7.2): which node has which resource
+"""The alarm hub's core: which node has which resource
 alarmed, what readers and the other nodes' hubs are told, and what a node going
 down takes with it. Exact inputs, exact effects; no process runs."""
 

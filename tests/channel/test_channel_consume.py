@@ -1,4 +1,4 @@
-"""basic.consume is refused before consume-ok (spec channel.md §5.8): permission,
+"""basic.consume is refused before consume-ok: permission,
 queue lookup, the queue type's consumer arguments, exclusive consumers.
 
 pika's `basic_consume` returns only once consume-ok arrives, so a refusal that

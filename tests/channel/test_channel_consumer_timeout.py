@@ -1,4 +1,4 @@
-"""The consumer timeout of RabbitMQ 4.0–4.2 (spec channel.md §12): the channel's tick
+"""The consumer timeout of RabbitMQ 4.0–4.2: the channel's tick
 closes a channel whose oldest unacked delivery waited longer than the timeout, with
 406 PRECONDITION_FAILED; the queue's `x-consumer-timeout` (or policy) wins over the
 node's `consumer_timeout`; a consumer that acks in time is never disturbed."""

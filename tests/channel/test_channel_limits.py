@@ -1,5 +1,5 @@
 """The limit logic of `channel.limits`: what a limit value means, what is counted, the
-order of the checks and RabbitMQ's texts (spec channel.md §3.6, §3.7, §5.16 item 10;
+order of the checks and RabbitMQ's texts (
 `rabbit_reader`, `rabbit_vhost_limit`, `rabbit_auth_backend_internal`,
 `rabbit_queue_type:check_queue_limits`, `rabbit_parameter_validation`)."""
 

@@ -1,6 +1,6 @@
 """Per-vhost permissions: which operation needs which permission on which resource,
-and RabbitMQ's exact 403 texts (spec channel.md §5.3, §5.8, §5.11, §5.16, §5.18;
-`rabbit_access_control:check_resource_access`)."""
+and RabbitMQ's exact 403 texts
+(`rabbit_access_control:check_resource_access`)."""
 
 from __future__ import annotations
 

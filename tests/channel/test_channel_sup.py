@@ -1,4 +1,4 @@
-"""Each AMQP connection is RabbitMQ's supervision tree (spec channel.md §1.2, §1.4).
+"""Each AMQP connection is RabbitMQ's supervision tree.
 
 connection_sup (one_for_all, 0) holds the helper supervisor and the reader; the
 helper supervisor holds the channel supervisors' supervisor, the queue

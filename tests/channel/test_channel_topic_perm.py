@@ -1,7 +1,7 @@
 """Topic permissions over AMQP: every routing key of a publish to a topic
 exchange (CC and BCC included) needs the write expression, a binding key on a
 topic exchange needs the read expression, other exchange types are not checked
-(spec channel.md §5.3 step 9, §5.18; `rabbit_channel:check_topic_authorisation`)."""
+(`rabbit_channel:check_topic_authorisation`)."""
 
 from __future__ import annotations
 

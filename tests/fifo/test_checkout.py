@@ -1,4 +1,4 @@
-"""§3.3 checkout (consume), §3.4 dequeue, §3.5 cancel / remove, §4 delivery loop."""
+"""Checkout (consume), dequeue, cancel / remove, delivery loop."""
 
 from __future__ import annotations
 

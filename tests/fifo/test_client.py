@@ -1,4 +1,4 @@
-"""§17 ``rabbit_fifo_client``: publisher flow, confirms, leader tracking, deliveries."""
+"""``rabbit_fifo_client``: publisher flow, confirms, leader tracking, deliveries."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def publish(s: ClientState, n: int, first_corr: int = 1) -> tuple[ClientState, l
     return s, outs
 
 
-# --- §17.1 / §17.2 publishing ----------------------------------------------------------------
+# --- publishing ----------------------------------------------------------------
 
 
 def test_init_uses_upstream_defaults() -> None:
@@ -205,7 +205,7 @@ def test_settlements_are_stashed_while_slow_and_flushed_on_unblock() -> None:
     assert sorted(out.state.pending) == list(range(2, 36))
 
 
-# --- §17.3 applied -----------------------------------------------------------------------------
+# --- applied -----------------------------------------------------------------------------
 
 
 def test_applied_batch_settles_correlations_and_keeps_not_enqueued() -> None:
@@ -242,7 +242,7 @@ def test_applied_from_another_server_checks_members_then_resends() -> None:
     assert (out.effects, out.state.leader, sorted(out.state.pending)) == ([], S2, [1, 2])
 
 
-# --- §17.4 leader tracking and resends -------------------------------------------------------
+# --- leader tracking and resends -------------------------------------------------------
 
 
 def test_leader_change_resends_all_pending_in_order() -> None:
@@ -296,7 +296,7 @@ def test_slow_timer_looks_for_a_leader() -> None:
     assert [(e.server, e.correlation) for e in out.effects] == [(S3, 2), (S3, 3)]
 
 
-# --- §17.5 commands ----------------------------------------------------------------------------
+# --- commands ----------------------------------------------------------------------------
 
 
 def test_settle_return_discard_use_the_consumer_key() -> None:
@@ -389,7 +389,7 @@ def test_dequeue() -> None:
                                                          "single_active_consumer")))
 
 
-# --- §17.6 deliveries --------------------------------------------------------------------------
+# --- deliveries --------------------------------------------------------------------------
 
 
 def consuming(last: int | None = 1, ack: bool = True) -> ClientState:
@@ -465,7 +465,7 @@ def test_no_ack_consumer_settles_automatically() -> None:
     assert out.effects == [pipe(S1, make_settle(5, [2, 3]), 0, "normal")]
 
 
-# --- §17.7 other events ------------------------------------------------------------------------
+# --- other events ------------------------------------------------------------------------
 
 
 def test_eol_unblocks_and_other_machine_messages_pass_through() -> None:

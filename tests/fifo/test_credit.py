@@ -1,4 +1,4 @@
-"""§3.11 / §7 credit: simple prefetch, credited consumers, drain, serial arithmetic."""
+"""Credit: simple prefetch, credited consumers, drain, serial arithmetic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""§12.3 at-least-once dead lettering inside the machine and §3.18 handler switches."""
+"""At-least-once dead lettering inside the machine and handler switches."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""§3.1 enqueue and §3.2 register_enqueuer: sequence numbers, gaps, duplicates."""
+"""Enqueue and register_enqueuer: sequence numbers, gaps, duplicates."""
 
 from __future__ import annotations
 

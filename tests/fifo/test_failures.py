@@ -1,4 +1,4 @@
-"""§3.13 purge_nodes, §3.14 down, §3.15 noconnection (v7), §3.16 nodeup / nodedown."""
+"""``purge_nodes``, ``down``, noconnection (v7), nodeup / nodedown."""
 
 from __future__ import annotations
 

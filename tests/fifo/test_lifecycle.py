@@ -1,4 +1,4 @@
-"""§15 state_enter, tick, aux (checkpoints, release cursors, aux returns), queries; §3.19-3.23."""
+"""``state_enter``, ``tick``, aux (checkpoints, release cursors), queries, other commands."""
 
 from __future__ import annotations
 

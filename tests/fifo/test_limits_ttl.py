@@ -1,4 +1,4 @@
-"""§10 length limits and overflow, §11 message TTL and queue expiry."""
+"""Length limits and overflow, message TTL and queue expiry."""
 
 from __future__ import annotations
 

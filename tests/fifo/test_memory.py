@@ -1,4 +1,4 @@
-"""§2.7: per-message memory of queued messages stays small (target <= 48 bytes)."""
+"""Per-message memory of queued messages stays small (target <= 48 bytes)."""
 
 from __future__ import annotations
 

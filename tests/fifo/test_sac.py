@@ -1,4 +1,4 @@
-"""§8 single active consumer: activation, waiting order, priorities, quiescing."""
+"""Single active consumer: activation, waiting order, priorities, quiescing."""
 
 from __future__ import annotations
 

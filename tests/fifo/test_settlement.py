@@ -1,4 +1,4 @@
-"""§3.6 settle, §3.7 return, §3.8 discard, §3.9 modify, §3.10 requeue, §6 delivery limit."""
+"""Settle, return, discard, modify, requeue, delivery limit."""
 
 from __future__ import annotations
 

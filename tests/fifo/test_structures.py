@@ -1,4 +1,4 @@
-"""Message references, headers, the 2:1 priority queue and delivery chunking (§2.1, §9.2, §4.4)."""
+"""Message references, headers, the 2:1 priority queue and delivery chunking."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The aux state machine on three nodes (spec §9, §10, §11): per member, not
+"""The aux state machine on three nodes: per member, not
 replicated; reached by calls and casts, ``eval`` after commit (leader) or
 apply (follower), ``tick``, and the effects its handler returns, executed by
 the rules of every other effect."""

@@ -1,4 +1,4 @@
-"""Cluster deletion in the pure core (spec §4, §8.2, §12.6): the ``'$ra_cluster'
+"""Cluster deletion in the pure core: the ``'$ra_cluster'
 delete`` entry ends the machine's life on every member that applies it; the
 leader replicates until every peer has it, a follower until its log is written."""
 

@@ -1,4 +1,4 @@
-"""Replicated cluster deletion on three nodes (spec §12.5, §12.6): `delete_cluster`
+"""Replicated cluster deletion on three nodes: `delete_cluster`
 commits the delete entry; every member runs its ``eol`` effects, passes through
 ``terminating_leader`` / ``terminating_follower``, stops and deletes its data."""
 

@@ -1,4 +1,4 @@
-"""Who executes which effect (spec §10), including the `local` rule table."""
+"""Who executes which effect, including the `local` rule table."""
 
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ def test_non_voters_neither_vote_nor_campaign() -> None:
     assert (role, effects) == ("follower", [])
 
 
-# --- pre-vote answers (spec §6.2) -------------------------------------------------
+# --- pre-vote answers -------------------------------------------------
 
 
 def test_pre_vote_grant_adopts_the_term_but_never_sets_voted_for() -> None:

@@ -1,4 +1,4 @@
-"""Single-server membership changes (spec §13) and leadership transfer (§14)."""
+"""Single-server membership changes and leadership transfer."""
 
 from __future__ import annotations
 

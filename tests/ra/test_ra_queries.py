@@ -1,4 +1,4 @@
-"""Consistent queries: a heartbeat round confirms leadership before answering (spec §12.4)."""
+"""Consistent queries: a heartbeat round confirms leadership before answering."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Segment files and the segment writer (spec §15.5)."""
+"""Segment files and the segment writer."""
 
 from __future__ import annotations
 

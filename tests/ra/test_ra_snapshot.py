@@ -1,4 +1,4 @@
-"""Snapshots, checkpoints and snapshot replication (spec §16, §17, §18)."""
+"""Snapshots, checkpoints and snapshot replication."""
 
 from __future__ import annotations
 
@@ -413,7 +413,7 @@ def test_a_failed_snapshot_write_leaves_no_directory_behind(tmp_path: object) ->
     assert snapshot_store.recover(base, snapshot_store.SNAPSHOTS) == []
 
 
-# --- recovery (§18) ---------------------------------------------------------
+# --- recovery ---------------------------------------------------------
 
 
 def test_recovery_from_a_snapshot_plus_log() -> None:

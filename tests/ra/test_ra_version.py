@@ -1,4 +1,4 @@
-"""Machine versioning in the pure core (spec §19, §6.4, §8.2, §8.4, §9).
+"""Machine versioning in the pure core.
 
 The effective machine version of a cluster only moves forward, and only
 through an applied noop. Under the ``all`` strategy a leader asks every peer
@@ -108,7 +108,7 @@ def info_rpcs(effects: list[Any]) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------
-# the new leader's noop (spec §6.4)
+# the new leader's noop
 # ---------------------------------------------------------------------------
 
 
@@ -211,7 +211,7 @@ def test_an_info_message_with_a_higher_term_deposes_the_leader() -> None:
 
 
 # ---------------------------------------------------------------------------
-# answering info requests (spec §3)
+# answering info requests
 # ---------------------------------------------------------------------------
 
 
@@ -251,7 +251,7 @@ def test_an_info_request_with_a_higher_term_is_handled_as_a_follower(raft_state:
 
 
 # ---------------------------------------------------------------------------
-# applying noops (spec §8.2, §8.4)
+# applying noops
 # ---------------------------------------------------------------------------
 
 
@@ -309,7 +309,7 @@ def test_a_member_that_stopped_applying_still_replicates() -> None:
 
 
 # ---------------------------------------------------------------------------
-# initial_machine_version and recovery (spec §18, §21.2)
+# initial_machine_version and recovery
 # ---------------------------------------------------------------------------
 
 

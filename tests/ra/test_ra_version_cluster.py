@@ -1,4 +1,4 @@
-"""A rolling upgrade of a three-member cluster (spec §19, strategy ``all``).
+"""A rolling upgrade of a three-member cluster (strategy ``all``).
 
 Members run code supporting machine version 1 and are restarted one by one
 with code supporting versions 1 and 2. The cluster keeps running version 1

@@ -1,4 +1,4 @@
-"""The WAL writer process (spec §15.3, §15.4): batching, written events, gap
+"""The WAL writer process: batching, written events, gap
 detection, overwrites, rollover, recovery."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runtime API and every result or error term of spec §10.9."""
+"""The runtime API and every result or error term of OTP's `supervisor` API."""
 
 from __future__ import annotations
 

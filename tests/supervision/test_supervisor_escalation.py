@@ -1,4 +1,4 @@
-"""Escalation (spec §10.5.2): a supervisor that gives up exits with
+"""Escalation: a supervisor that gives up exits with
 ``shutdown``; its parent treats that as a child exit like any other.
 """
 

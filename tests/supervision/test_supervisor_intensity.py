@@ -1,4 +1,4 @@
-"""Restart intensity (spec §10.5.1-2): whole-second buckets, inclusive window.
+"""Restart intensity: whole-second buckets, inclusive window.
 
 The node clock is pinned (see conftest), so each restart happens at an exact
 instant the test chooses; nothing here depends on how fast the test runs.

@@ -1,7 +1,7 @@
-"""What happens when a child exits on its own (spec §10.4) and auto shutdown (§10.8).
+"""What happens when a child exits on its own and auto shutdown.
 
 A child ends with a chosen reason by returning ``("stop", reason, S)`` from
-`handle_cast`; the table of §10.4 is then read off `which_children`.
+`handle_cast`; the restart table is then read off `which_children`.
 """
 
 from __future__ import annotations

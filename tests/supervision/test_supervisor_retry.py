@@ -1,4 +1,4 @@
-"""Failed restarts (spec §10.5.4): the child stays ``restarting`` and the
+"""Failed restarts: the child stays ``restarting`` and the
 supervisor retries by casting to itself, each retry counting as a restart.
 
 Gated start functions stop inside the supervisor before answering, so the

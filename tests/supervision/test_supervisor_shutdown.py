@@ -1,4 +1,4 @@
-"""Stopping children (spec §9.6, §10.6, §10.7).
+"""Stopping children.
 
 `terminate` runs for a supervised gen_server only if it traps exits and its
 `shutdown` is a time or ``infinity``; never on ``brutal_kill`` or ``kill``.

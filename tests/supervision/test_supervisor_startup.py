@@ -1,4 +1,4 @@
-"""Flags, child specs and start-up (spec §10.1-10.3)."""
+"""Flags, child specs and start-up."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Start order, stop order and who is restarted, for each strategy (spec §10.3, §10.5.3, §10.7).
+"""Start order, stop order and who is restarted, for each strategy.
 
 Children are `Worker`s that trap exits, so each one's `terminate` reports
 ``("terminate", id, reason)`` when the supervisor stops it; a child is made to
