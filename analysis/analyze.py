@@ -62,7 +62,7 @@ def _analyze(h: History, out: Path, p: Params, timings: dict[str, float],
     timings.update(result.timings_s)
     start = time.perf_counter()
     m = metrics.compute(h, p)
-    m.summary["down_latency_ms"] = down_latency.summary(h)  # spec 4.7, a metric only
+    m.summary["down_latency_ms"] = down_latency.summary(h)  # a metric only, never a verdict
     timings["metrics"] = round(time.perf_counter() - start, 3)
     start = time.perf_counter()
     verdict_rows = [v.row() for v in result.verdicts]

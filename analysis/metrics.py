@@ -1,4 +1,4 @@
-"""Performance metrics (spec 4.8, 4.5, 4.7): throughput, latency percentiles inside and
+"""Performance metrics (docs/analysis.md, "Metrics"): throughput, latency percentiles inside and
 outside fault windows, flow, supervision and CPU series.
 
 Everything is aggregated in Spark and only bounded results reach the driver: per-second
@@ -88,7 +88,7 @@ def latency_samples(h: History, p: Params) -> DataFrame:
 
 
 def replication_samples(h: History) -> DataFrame:
-    """(series, lat) for the replication latencies of spec 4.4 and 4.8, measured from
+    """(series, lat) for the replication latencies (docs/analysis.md, "Metrics"), measured from
     the leader's `applied` row of an index (the first, should it have applied twice):
 
     * ``commit``: a message's first `enqueue_sent` (`channel_events`) to the leader

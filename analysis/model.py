@@ -18,7 +18,7 @@ PASS, FAIL, UNKNOWN, SKIPPED = "pass", "fail", "unknown", "skipped"
 EXIT_PASS, EXIT_FAIL, EXIT_UNKNOWN, EXIT_ERROR, EXIT_BAD_INPUT = 0, 1, 2, 3, 4
 NS = 1_000_000_000
 LOG_BASE = math.log(1.01)
-#: the client operations whose throughput is counted (spec 4.8)
+#: the client operations whose throughput is counted (docs/analysis.md, "Metrics")
 OPS = ("publish", "confirm", "deliver", "ack")
 #: the broker side of the same four, from `channel_events`: per node, the node whose
 #: channel handled them (a client's own `node` is the client)
@@ -200,7 +200,7 @@ def simple_status(n_violations: int, applicable: bool, why_skipped: str = "") ->
 
 
 def unrecorded_note(counts: dict[str, int]) -> str:
-    """What a replica check left undecided or excused (spec 4.0), for the verdict note."""
+    """What a replica check left undecided or excused (missing node data), for the verdict note."""
     parts = []
     if counts.get("unrecorded_decisions") or counts.get("unrecorded_deliveries"):
         parts.append(f"{counts.get('unrecorded_decisions', 0)} decisions and "

@@ -1,4 +1,4 @@
-"""Resource samples of one process for the history (`samples`, spec 2.1).
+"""Resource samples of one process for the history (`samples`).
 
 Why: the report's CPU and memory plots, and a reader of a failed run asking whether a
 node was starved or swelling, need the process's own view every second: CPU seconds
@@ -21,7 +21,7 @@ from typing import Any
 
 __all__ = ["SAMPLE_INTERVAL_S", "Sampler", "read_sample", "resident_bytes"]
 
-#: seconds between two samples (spec: every 1 s)
+#: seconds between two samples (one a second)
 SAMPLE_INTERVAL_S = 1.0
 
 def resident_bytes() -> int:

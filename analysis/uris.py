@@ -1,4 +1,4 @@
-"""History and output locations given as paths or URIs (spec 6).
+"""History and output locations given as paths or URIs.
 
 `warren analyze` takes a local path, a `file://` URI (made a local path, so
 everything local keeps working), or a URI of another scheme (`hdfs://`, `s3a://`,

@@ -1,4 +1,4 @@
-"""A warren node: the supervision tree of DESIGN.md under `warren_sup`.
+"""A warren node: the supervision tree under `warren_sup` (docs/broker.md).
 
 ```
 warren_sup                   one_for_all, 0 / 1 s (rabbit_sup: a failed core child stops the node)

@@ -560,7 +560,7 @@ def _settled(r: _Replica, log: LogReader | None, s: RabbitFifoState,
              settling: tuple[Hashable, Consumer, dict[int, Msg]], idx: int,
              term: Any) -> None:
     """``settled`` for each message this settle took from its consumer: from this index
-    on the queue must never hand it out again (spec 4.1, the replica form of
+    on the queue must never hand it out again (the replica form of
     ``duplicated_beyond_redelivery``)."""
     key, c, held = settling
     after = s.consumers.get(key)

@@ -142,7 +142,7 @@ class Scenario:
     #: channel.config.Config overrides for every node
     amqp: dict[str, Any] = field(default_factory=dict)
     net_ticktime: float = 2.0
-    #: K: the nodes record a state digest with every K-th applied index (spec 4.3's
+    #: K: the nodes record a state digest with every K-th applied index (the replica
     #: state agreement is checked at those); 1 checks every index, and a long or fast
     #: run can take 100, as the digest reads the whole queue state
     state_digest_every: int = 1

@@ -2,7 +2,7 @@
 
 The node sends many signals within one hub iteration; a transport queues them
 per peer and ships each peer's list as one frame from a single callback at
-the end of the iteration (spec: batch at every hop). Order within a peer's
+the end of the iteration (batching at every hop). Order within a peer's
 list is the order of `add`, which is what keeps each node pair's stream FIFO.
 """
 

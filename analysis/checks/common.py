@@ -329,14 +329,15 @@ def settles(h: History) -> DataFrame:
     """(queue, msg_id, settled_at, decided_last): for each message a consumer's settle
     removed from a queue, the index of its first applied settle and the highest index at
     which the queue handed it out (`service_queue` or `local_delivery`, on any member).
-    A message decided after its settle was delivered beyond redelivery (spec 4.1, the
-    replica form); every member records both, so one member's lost rows hide nothing."""
+    A message decided after its settle was delivered beyond redelivery (the replica
+    form of total-queue's check); every member records both, so one member's lost rows
+    hide nothing."""
     return (message_positions(h).where(F.col("settled_at").isNotNull())
             .select("queue", "msg_id", "settled_at", "decided_last"))
 
 
 def dark_intervals(h: History) -> DataFrame:
-    """Where a replica's history is missing (spec 4.0, "Missing node data").
+    """Where a replica's history is missing (docs/analysis.md, "Missing node data").
 
     A killed process loses the events it had not flushed yet, so a server's record has a
     hole from its last row before the kill to its next `recovered` (never closed when
@@ -436,7 +437,7 @@ def members(h: History) -> DataFrame:
 def membership(h: History) -> DataFrame:
     """(queue, consumer_node, member, m_from, m_to): the server of each queue on each node
     for the log indexes `m_from` <= i < `m_to` (`m_to` null: to the end), the sender a
-    consumer on that node should get for a decision at index i (spec 4.4).
+    consumer on that node should get for a decision at index i (the `local_delivery` check).
 
     A queue's membership changes at the index of each cluster change (`applied` rows
     of `cmd_type` cluster_change, and `snapshot_installed`, with their `members`); before

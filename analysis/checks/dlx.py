@@ -1,4 +1,4 @@
-"""At-least-once dead-lettering (spec 4.6): every message a source queue discards
+"""At-least-once dead-lettering: every message a source queue discards
 reaches its dead-letter target (an applied enqueue there, or a client delivery from
 it); a discard settled without arriving is lost, one not yet settled is pending."""
 

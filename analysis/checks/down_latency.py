@@ -1,4 +1,4 @@
-"""DOWN propagation latency (spec 4.7; a metric, not a verdict).
+"""DOWN propagation latency (a metric, not a verdict).
 
 The actor runtime records `down_sent` when a monitored process ends and fires its
 monitor, and `down_received` when the DOWN reaches the monitoring process, both with

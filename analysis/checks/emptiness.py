@@ -1,4 +1,4 @@
-"""Post-drain emptiness (spec 4.1, as rabbitmq/jepsen's CI checks it): once every
+"""Post-drain emptiness (as rabbitmq/jepsen's CI checks it): once every
 client has drained, the final state of every queue holds no ready and no
 checked-out message.
 

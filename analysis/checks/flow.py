@@ -1,4 +1,4 @@
-"""Credit flow must not stay stuck (spec 4.5): no entity remains blocked for longer
+"""Credit flow must not stay stuck: no entity remains blocked for longer
 than `flow_grace` after the last fault stopped. Blocked intervals still open at the
 end of the run are closed there."""
 

@@ -1,8 +1,8 @@
-"""Local-delivery correctness (spec 4.4): each service-queue decision is sent exactly
+"""Local-delivery correctness: each service-queue decision is sent exactly
 once, by the queue member on the consumer's node (or by the leader when that node has
 no member), and every client delivery is backed by such a send.
 
-Two corners are not violations (spec 4.0 and Ra's effect semantics):
+Two corners are not violations (docs/analysis.md, "Missing node data", and Ra's effect semantics):
 
 * a decision whose expected sender's history has a hole (the process was killed before
   its recorder flushed, see `dark_intervals`) when the decision was applied, and that

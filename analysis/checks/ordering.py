@@ -1,4 +1,4 @@
-"""Ordering checks at three strengths (spec 4.2).
+"""Ordering checks at three strengths.
 
 (a) per publishing channel and consumer, first deliveries keep publish order (a message
 that reached the queue by dead-lettering was not published to it by that channel, so

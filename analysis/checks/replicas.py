@@ -1,9 +1,9 @@
-"""Replica determinism (spec 4.3): every Ra server of a queue applies the same log,
+"""Replica determinism: every Ra server of a queue applies the same log,
 reaches the same states, makes the same service-queue decisions, applies in index
 order, and at most one leader is elected per term.
 
-A server killed while recording an apply may have lost that index's decisions (spec
-4.0): such (server, index) pairs are left out of decision agreement and counted.
+A server killed while recording an apply may have lost that index's decisions (docs/analysis.md,
+"Missing node data"): such (server, index) pairs are left out of decision agreement and counted.
 
 Log, state and decision agreement are decided by `common.block_summary` (fixed-width
 aggregates per block of log indexes, shared with local delivery) and read exactly from

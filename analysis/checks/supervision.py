@@ -1,4 +1,4 @@
-"""Supervision liveness (spec 4.7): at the end of the run every permanent child whose
+"""Supervision liveness: at the end of the run every permanent child whose
 supervisor is still expected to run is running, and no top supervisor gave up.
 
 A child that ended is only reported when its restart type is `permanent` (a transient

@@ -1,4 +1,4 @@
-"""Jepsen's total-queue check adapted to AMQP (spec 4.1).
+"""Jepsen's total-queue check adapted to AMQP.
 
 Every confirmed message must be settled-ok somewhere once the queues are drained;
 nothing may be delivered that was never published; and no message may be delivered

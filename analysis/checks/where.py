@@ -1,4 +1,4 @@
-"""Where a lost message went missing (spec 3.2): client -> channel -> Ra -> consumer.
+"""Where a lost message went missing: client -> channel -> Ra -> consumer.
 
 For each lost message of `total_queue`, `last_seen` names the furthest stage of
 `final_state.STAGES` its history shows: the channel took the publish
