@@ -480,7 +480,7 @@ def membership_changes_move_the_expected_sender(
                 ts_ns=stale["ts_ns"], detail=f"{q}@n1")], {chk: "fail"}
 
 
-# -- missing node data (spec 4.0): a SIGKILLed node loses its unflushed events -------------
+# -- missing node data: a SIGKILLed node loses its unflushed events -------------
 # These cases name their nodes after their prefix: a kill hides every server of its node.
 
 def kill(b: Builder, node: str) -> None:

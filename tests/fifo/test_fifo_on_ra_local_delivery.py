@@ -240,7 +240,7 @@ def test_each_delivery_is_sent_by_the_member_on_the_consumers_node_even_after_fa
 
 
 def test_leaders_and_cluster_changes_record_the_members(queue: Queue) -> None:
-    """The history's membership at each index (spec 4.4): the members a leader was
+    """The history's membership at each index: the members a leader was
     elected with, then those of each cluster change, on every member that applies it."""
     q = queue
     names = {n: f"q1@{replica_trace.short_node(n)}" for n in (q.a, q.b, q.c)}

@@ -55,7 +55,7 @@ def test_a_scenario_runs_records_and_cleans_up(tmp_path: Path) -> None:
 
 def test_the_nodes_record_a_state_digest_every_k_indexes(tmp_path: Path) -> None:
     """The scenario's K reaches the nodes' replica trace and the run's metadata: only
-    indexes that are multiples of K carry a digest (spec 4.3), the others none."""
+    indexes that are multiples of K carry a digest, the others none."""
     scenario = Scenario(
         "tiny-quorum", "one node, a quorum queue", queues=(QueueSpec("q1"),),
         clients=(ClientSpec("publisher", "q1", rate=100), ClientSpec("consumer", "q1")),
