@@ -25,8 +25,8 @@ from channel.classic_directory import ClassicRecord
 from channel.errors import AmqpError
 from channel.queue_type import QUEUE_TYPES
 
-__all__ = ["add_vhost", "classic_queue_rows", "delete_queue", "delete_vhost", "list_bindings",
-           "list_vhosts", "purge_queue", "select_columns"]
+__all__ = ["add_vhost", "classic_consumers", "classic_queue_rows", "delete_queue",
+           "delete_vhost", "list_bindings", "list_vhosts", "purge_queue", "select_columns"]
 
 EX_USAGE = 64
 #: rabbitmqctl's columns for `list_vhosts` when none are named
@@ -77,6 +77,19 @@ def classic_queue_rows(vhost: str) -> list[dict[str, Any]]:
                      "messages_dlx": None, "message_bytes_dlx": None,
                      "state": "running" if info else "down"})
     return rows
+
+
+def classic_consumers(vhost: str, name: str) -> list[dict[str, Any]]:
+    """A classic queue's consumers as its process lists them (tag, channel pid, ack,
+    prefetch, priority, exclusive, active); none for a queue not known or not answering."""
+    record = classic_queues(broker_of().view.state).get((vhost, name))
+    if record is None:
+        return []
+    try:
+        found = gen_server.call(record.pid, ("consumers",), INFO_TIMEOUT)
+    except CallExit:
+        return []
+    return found if isinstance(found, list) else []
 
 
 def delete_queue(vhost: str, name: str, if_unused: bool = False,

@@ -49,7 +49,7 @@ from classic.msg_store import MSG_STORE_CREDIT, STORE_CREDIT, STORE_WRITTEN, Que
 from classic.queue import ClassicQueue
 
 __all__ = ["BUMP_CREDIT", "CLASSIC_EVENT", "CREDIT", "EOL", "FLOW", "QueueEnv", "QueueProcess",
-           "QueueState"]
+           "QueueState", "consumer_rows", "info"]
 
 log = logging.getLogger("warren.classic")
 
@@ -139,7 +139,8 @@ class QueueProcess(GenServer):
     """``rabbit_amqqueue_process``: calls and casts are the core's commands.
 
     A call ``command`` replies with the core's reply; a cast ``command`` runs
-    it for its effects only. ``("info",)`` answers the introspection counts.
+    it for its effects only. ``("info",)`` answers the introspection counts,
+    ``("consumers",)`` the consumers as ``rabbit_amqqueue:consumers/1`` lists them.
     """
 
     def init(self, args: tuple[QueueConfig, QueueEnv, QueueStore | None,
@@ -179,6 +180,8 @@ class QueueProcess(GenServer):
     def handle_call(self, request: Any, from_: tuple[Pid, Ref], state: QueueState) -> Any:
         if request == ("info",):
             return ("reply", info(state.core), state)
+        if request == ("consumers",):
+            return ("reply", consumer_rows(state.core), state)
         reply = self._apply(state, request)
         if state.deleted:
             return ("stop", "normal", reply, state)
@@ -335,3 +338,13 @@ def info(core: ClassicQueue) -> dict[str, Any]:
             "messages": core.messages,
             "consumers": core.consumer_count,
             "message_bytes": core.message_bytes}
+
+
+def consumer_rows(core: ClassicQueue) -> list[dict[str, Any]]:
+    """Each consumer with its channel, as the management API's ``/api/consumers``
+    shows it; ``active`` is false for a single-active-consumer queue's waiting ones."""
+    single = core.config.single_active_consumer
+    return [{"tag": c.tag, "channel": str(c.channel), "ack_required": c.ack_required,
+             "prefetch": c.prefetch, "priority": c.priority, "exclusive": c.exclusive,
+             "active": not single or core.active == c.key, "arguments": dict(c.args)}
+            for c in core.consumers]

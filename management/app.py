@@ -18,6 +18,7 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from broker import ctl_ops, ctl_queues
+from broker.metadata import classic_queues
 from broker.node import BrokerNode
 from channel.auth import User
 from management import actions, admin, auth, definitions, deliveries, health, objects, tree
@@ -292,13 +293,21 @@ class Api:
         return _json(objects.channels(self.broker))
 
     def consumers(self, vhost: str | None = None) -> Response:
-        """The quorum queues' consumers, read from each queue's leader."""
+        """The quorum queues' consumers, read from each queue's leader, then the
+        classic queues' consumers, read from each queue's process."""
         user, _ = self.login()
         rows = []
+        names = objects.channel_names(self.broker)
+        classic = classic_queues(self.broker.view.state)
         for vh in self.visible(user, vhost):
             for r in self.broker.registry.list(vh):
-                rows += [objects.consumer_row(vh, r.name, c) for c in in_node(
+                rows += [objects.consumer_row(vh, r.name, c, names) for c in in_node(
                     self.broker.node, deliveries.consumers, vh, r.name)]
+            for qvh, qname in sorted(classic):
+                if qvh == vh:
+                    rows += [objects.classic_consumer_row(vh, qname, c, names)
+                             for c in in_node(self.broker.node, ctl_queues.classic_consumers,
+                                              vh, qname)]
         return _json(rows)
 
     def queue_consumers(self, vhost: str, name: str) -> Response:

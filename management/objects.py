@@ -15,8 +15,8 @@ from broker.node import BrokerNode
 from channel.auth import User
 from management.calls import in_node
 
-__all__ = ["bindings", "channels", "connections", "consumer_row", "exchange_exists",
-           "exchanges", "node_row",
+__all__ = ["bindings", "channel_names", "channels", "classic_consumer_row", "connections",
+           "consumer_row", "exchange_exists", "exchanges", "node_row",
            "permissions", "policies", "queue_exists", "queue_row", "queues", "user_row",
            "vhosts"]
 
@@ -100,6 +100,20 @@ def queue_row(broker: BrokerNode, vhost: str, row: dict[str, Any]) -> dict[str, 
     if row["type"] == "quorum":
         out.update(leader=row["leader"], members=row["members"],
                    online=[m for m in row["members"] if m in _running(broker)])
+    elif row["type"] == "classic":
+        out.update(_classic_fields(broker, vhost, row["name"]))
+    return out
+
+
+def _classic_fields(broker: BrokerNode, vhost: str, name: str) -> dict[str, Any]:
+    """What RabbitMQ adds to a classic queue's row: the tag of the consumer that holds
+    it exclusively (null when none) and, for an exclusive queue, its owning connection."""
+    consumers = in_node(broker.node, ctl_queues.classic_consumers, vhost, name)
+    tags = [c["tag"] for c in consumers if c["exclusive"]]
+    out: dict[str, Any] = {"exclusive_consumer_tag": tags[0] if tags else None}
+    record = classic_queues(broker.view.state).get((vhost, name))
+    if record is not None and record.owner is not None:
+        out["owner_pid_details"] = {"name": str(record.owner)}
     return out
 
 
@@ -156,13 +170,37 @@ def policies(broker: BrokerNode, names: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def consumer_row(vhost: str, queue: str, c: dict[str, Any]) -> dict[str, Any]:
+def consumer_row(vhost: str, queue: str, c: dict[str, Any],
+                 channel_names: dict[str, str] | None = None) -> dict[str, Any]:
     """A `management.deliveries` row in the shape of RabbitMQ's `/api/consumers`."""
+    name = (channel_names or {}).get(c["pid"], c["pid"])
     return {"consumer_tag": c["tag"], "queue": {"name": queue, "vhost": vhost},
-            "channel_details": {"name": c["pid"], "node": c["consumer_node"]},
+            "channel_details": {"name": name, "node": c["consumer_node"]},
             "ack_required": c["ack"], "prefetch_count": c["prefetch"],
             "active": c["status"] == "up", "activity_status": c["status"],
             "exclusive": False, "priority": c["priority"], "arguments": {}}
+
+
+def classic_consumer_row(vhost: str, queue: str, c: dict[str, Any],
+                         channel_names: dict[str, str]) -> dict[str, Any]:
+    """A `ctl_queues.classic_consumers` row in the shape of RabbitMQ's `/api/consumers`;
+    the channel is named as `/api/channels` names it when it is on this node."""
+    channel = c["channel"]
+    return {"consumer_tag": c["tag"], "queue": {"name": queue, "vhost": vhost},
+            "channel_details": {"name": channel_names.get(channel, channel)},
+            "ack_required": c["ack_required"], "prefetch_count": c["prefetch"],
+            "active": c["active"], "activity_status": "up" if c["active"] else "waiting",
+            "exclusive": c["exclusive"], "priority": c["priority"],
+            "arguments": c["arguments"]}
+
+
+def channel_names(broker: BrokerNode) -> dict[str, str]:
+    """This node's channel pids to the names `/api/channels` gives them."""
+    return {r["pid"]: _channel_name(r) for r in in_node(broker.node, ctl_ops.list_channels)}
+
+
+def _channel_name(r: dict[str, Any]) -> str:
+    return f"{r['connection']} ({r['number']})"
 
 
 def connections(broker: BrokerNode) -> list[dict[str, Any]]:
@@ -177,7 +215,7 @@ def connections(broker: BrokerNode) -> list[dict[str, Any]]:
 
 
 def channels(broker: BrokerNode) -> list[dict[str, Any]]:
-    return [{"name": f"{r['connection']} ({r['number']})", "number": r["number"],
+    return [{"name": _channel_name(r), "number": r["number"],
              "node": broker.node.name, "connection_details": {"name": r["connection"]},
              "state": r["state"] or "running", "consumer_count": r["consumers"] or 0,
              "messages_unacknowledged": r["messages_unacknowledged"] or 0,

@@ -228,3 +228,66 @@ def test_consumers_are_listed_with_the_member_that_delivers_to_them(
         ch.queue_delete("consumed-q")
     finally:
         conn.close()
+
+
+def test_a_queue_put_without_a_type_is_a_classic_queue_listed_with_its_fields(
+        managed: Managed) -> None:
+    q = "/api/queues/%2F/plain-q"
+    assert call(managed, "PUT", q, {"durable": True, "auto_delete": False,
+                                    "arguments": {}})[0] == 201
+    publish = {"properties": {}, "routing_key": "plain-q", "payload_encoding": "string"}
+    for text in ("one", "two", "three"):
+        assert call(managed, "POST", "/api/exchanges/%2F/amq.default/publish",
+                    {**publish, "payload": text}) == (200, {"routed": True})
+    status, row = call(managed, "GET", q)
+    assert status == 200
+    assert {k: row[k] for k in ("name", "vhost", "type", "durable", "auto_delete",
+                                "exclusive", "exclusive_consumer_tag", "messages",
+                                "messages_ready", "messages_unacknowledged",
+                                "consumers", "node")} == {
+        "name": "plain-q", "vhost": "/", "type": "classic", "durable": True,
+        "auto_delete": False, "exclusive": False, "exclusive_consumer_tag": None,
+        "messages": 3, "messages_ready": 3, "messages_unacknowledged": 0,
+        "consumers": 0, "node": managed.node.name}
+    assert "leader" not in row and "members" not in row
+    status, got = call(managed, "POST", q + "/get",
+                       {"count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"})
+    assert status == 200 and [m["payload"] for m in got] == ["one"]
+    assert call(managed, "DELETE", q + "/contents")[0] == 204
+    assert call(managed, "GET", q)[1]["messages"] == 0
+    exported = call(managed, "GET", "/api/definitions")[1]
+    assert row["arguments"].get("x-queue-type", "classic") == "classic"
+    assert {"name": "plain-q", "vhost": "/", "durable": True, "auto_delete": False,
+            "arguments": row["arguments"]} in exported["queues"]
+    assert call(managed, "DELETE", q)[0] == 204
+    assert call(managed, "GET", q)[0] == 404
+    assert call(managed, "POST", "/api/definitions", {"queues": [
+        {"name": "plain-q", "vhost": "/", "durable": True, "auto_delete": False,
+         "arguments": {}}]})[0] == 204
+    assert call(managed, "GET", q)[1]["type"] == "classic"
+    assert call(managed, "DELETE", q)[0] == 204
+
+
+def test_a_classic_queues_consumers_are_listed_with_its_exclusive_owner(
+        managed: Managed) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", managed.node.amqp_port, connection_attempts=1))
+    try:
+        ch = conn.channel()
+        name = ch.queue_declare("", exclusive=True).method.queue
+        ch.basic_qos(prefetch_count=5)
+        ch.basic_consume(name, lambda *_: None, consumer_tag="only-me", exclusive=True)
+        rows = call(managed, "GET", "/api/consumers/%2F")[1]
+        mine = [r for r in rows if r["queue"] == {"name": name, "vhost": "/"}]
+        assert [(r["consumer_tag"], r["prefetch_count"], r["ack_required"], r["active"],
+                 r["exclusive"]) for r in mine] == [("only-me", 5, True, True, True)]
+        row = call(managed, "GET", "/api/queues/%2F/" + name)[1]
+        assert (row["type"], row["exclusive"], row["exclusive_consumer_tag"],
+                row["consumers"]) == ("classic", True, "only-me", 1)
+        connection = call(managed, "GET", "/api/connections")[1][0]["name"]
+        assert row["owner_pid_details"]["name"] == connection
+        channel = mine[0]["channel_details"]["name"]
+        channels = call(managed, "GET", "/api/channels")[1]
+        assert [c["consumer_count"] for c in channels if c["name"] == channel] == [1]
+    finally:
+        conn.close()

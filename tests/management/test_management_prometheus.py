@@ -66,3 +66,24 @@ def test_metrics_count_publishes_wal_batches_and_supervisor_restarts(
         ch.queue_delete("prom-count-q")
     finally:
         conn.close()
+
+
+def test_a_classic_queue_has_message_metrics_and_no_raft_ones(managed: Managed) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", managed.node.amqp_port, connection_attempts=1))
+    try:
+        ch = conn.channel()
+        ch.queue_declare("prom-classic", durable=True)
+        ch.confirm_delivery()
+        for _ in range(2):
+            ch.basic_publish("", "prom-classic", b"m")
+        per = scrape(managed, "/metrics/per-object")
+        mine = {"vhost": "/", "queue": "prom-classic"}
+        assert (mine, 2.0) in per["rabbitmq_queue_messages_ready"]
+        assert (mine, 2.0) in per["rabbitmq_queue_messages"]
+        assert (mine, 0.0) in per["rabbitmq_queue_messages_unacked"]
+        assert [v for lbl, v in per.get("rabbitmq_raft_term_total", [])
+                if lbl == mine] == []
+        ch.queue_delete("prom-classic")
+    finally:
+        conn.close()
