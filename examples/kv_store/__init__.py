@@ -1,0 +1,1 @@
+"""A key-value store with expiring entries: the tutorial in docs/actors.md."""
