@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
@@ -272,7 +272,10 @@ class Api:
         body = _body()
         actions.bind(target, _exchange_name(source), kind, unquote(dest), body)
         key = objects.props_key(str(body.get("routing_key", "")), {})
-        return Response(status=201, headers={"Location": key})
+        # RabbitMQ's Location is the new binding's URL relative to this one's:
+        # the destination segment, then the quoted properties key
+        location = f"{quote(unquote(dest), safe='')}/{quote(unquote(key), safe='~')}"
+        return Response(status=201, headers={"Location": location})
 
     def binding_delete(self, vhost: str, source: str, kind: str, dest: str,
                        props: str) -> Response:

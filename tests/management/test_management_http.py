@@ -291,3 +291,55 @@ def test_a_classic_queues_consumers_are_listed_with_its_exclusive_owner(
         assert [c["consumer_count"] for c in channels if c["name"] == channel] == [1]
     finally:
         conn.close()
+
+
+def test_an_exchange_and_its_binding_are_declared_listed_used_and_removed(
+        managed: Managed) -> None:
+    x = "/api/exchanges/%2F/http-x"
+    assert call(managed, "PUT", x, {"type": "topic", "durable": True})[0] == 201
+    status, row = call(managed, "GET", x)
+    assert status == 200
+    assert {k: row[k] for k in ("name", "vhost", "type", "durable", "auto_delete",
+                                "internal")} == {
+        "name": "http-x", "vhost": "/", "type": "topic", "durable": True,
+        "auto_delete": False, "internal": False}
+    assert call(managed, "PUT", "/api/queues/%2F/http-bound", {"durable": True})[0] == 201
+    status, _body, headers = call_with_headers(
+        managed, "POST", "/api/bindings/%2F/e/http-x/q/http-bound", {"routing_key": "a.#"})
+    assert (status, headers["Location"]) == (201, "http-bound/a.%23")
+    rows = call(managed, "GET", "/api/bindings/%2F")[1]
+    assert {"source": "http-x", "vhost": "/", "destination": "http-bound",
+            "destination_type": "queue", "routing_key": "a.#", "arguments": {},
+            "properties_key": "a.#"} in rows
+    assert call(managed, "POST", x + "/publish", {
+        "properties": {}, "routing_key": "a.b", "payload": "via-x",
+        "payload_encoding": "string"}) == (200, {"routed": True})
+    assert call(managed, "DELETE", "/api/bindings/%2F/e/http-x/q/http-bound/a.%23")[0] == 204
+    assert call(managed, "POST", x + "/publish", {
+        "properties": {}, "routing_key": "a.b", "payload": "lost",
+        "payload_encoding": "string"}) == (200, {"routed": False})
+    got = call(managed, "POST", "/api/queues/%2F/http-bound/get",
+               {"count": 5, "ackmode": "ack_requeue_false", "encoding": "auto"})[1]
+    assert [m["payload"] for m in got] == ["via-x"]
+    assert call(managed, "DELETE", x)[0] == 204
+    assert call(managed, "GET", x)[0] == 404
+    assert call(managed, "DELETE", "/api/queues/%2F/http-bound")[0] == 204
+
+
+def test_nodes_vhosts_connections_and_channels_are_listed(managed: Managed) -> None:
+    conn = pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", managed.node.amqp_port, connection_attempts=1))
+    try:
+        conn.channel()
+        nodes = call(managed, "GET", "/api/nodes")[1]
+        assert [(n["name"], n["running"]) for n in nodes] == [(managed.node.name, True)]
+        vhosts = call(managed, "GET", "/api/vhosts")[1]
+        assert "/" in [v["name"] for v in vhosts]
+        connections = call(managed, "GET", "/api/connections")[1]
+        assert [(c["user"], c["vhost"], c["protocol"]) for c in connections] == [
+            ("guest", "/", "AMQP 0-9-1")]
+        channels = call(managed, "GET", "/api/channels")[1]
+        assert [(c["number"], c["connection_details"]["name"]) for c in channels] == [
+            (1, connections[0]["name"])]
+    finally:
+        conn.close()
