@@ -104,3 +104,30 @@ def test_the_page_follows_a_queue_through_a_publish_and_a_leader_kill(
             queue_cell(d, "page-q", "leader")))
         assert new in {b.name for b in nodes} - {leader}
         until(browser, lambda d: "leader" in member_states(d))
+
+
+def test_the_page_shows_a_classic_queue_on_its_node_with_no_ra_members(
+        tmp_path: Path, browser: webdriver.Chrome) -> None:
+    with running_cluster(tmp_path, count=1) as nodes:
+        open_page(browser, nodes[0])
+        conn = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", nodes[0].amqp_port, connection_attempts=1))
+        try:
+            ch = conn.channel()
+            ch.queue_declare("page-classic", durable=True)
+            ch.confirm_delivery()
+            ch.basic_publish("", "page-classic", b"hello")
+            until(browser, lambda d: queue_cell(d, "page-classic", "messages") == "1")
+        finally:
+            conn.close()
+        assert queue_cell(browser, "page-classic", "leader") == nodes[0].name
+        assert queue_cell(browser, "page-classic", "members") == nodes[0].name
+        assert browser.execute_script(
+            "return document.querySelector(`tr.queue[data-queue='page-classic']`)"
+            ".children[2].textContent;") == "classic"
+        click_queue(browser, "page-classic")
+        until(browser, lambda d: d.execute_script(
+            "return document.querySelector(`tr.queue[data-queue='page-classic']`)"
+            " !== null;"))
+        assert member_states(browser) == []
+        assert browser.find_element(By.ID, "members-of").text == "(pick a quorum queue)"
