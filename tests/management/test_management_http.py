@@ -11,7 +11,7 @@ from typing import Any
 
 import pika
 
-from tests.broker.broker_support import ctl, eventually
+from tests.broker.broker_support import COOKIE, ctl, eventually
 from tests.management.conftest import Managed
 
 
@@ -343,3 +343,33 @@ def test_nodes_vhosts_connections_and_channels_are_listed(managed: Managed) -> N
             (1, connections[0]["name"])]
     finally:
         conn.close()
+
+
+def test_a_memory_alarm_fails_both_alarm_checks_until_it_clears(managed: Managed) -> None:
+    node = managed.node.name
+    assert ctl(node, "set_vm_memory_high_watermark", "0").returncode == 0
+    try:
+        failed = eventually(lambda: call(managed, "GET", "/api/health/checks/alarms")[0] == 503)
+        assert failed
+        status, body = call(managed, "GET", "/api/health/checks/alarms")
+        assert (status, body["status"], body["reason"]) == (
+            503, "failed", "There are alarms in effect in the cluster")
+        assert {"type": "resource_limit", "resource": "memory", "node": node} in body["alarms"]
+        status, body = call(managed, "GET", "/api/health/checks/local-alarms")
+        assert (status, body["reason"]) == (503, "There are alarms in effect in the node")
+    finally:
+        assert ctl(node, "set_vm_memory_high_watermark", "0.4").returncode == 0
+    assert eventually(lambda: call(managed, "GET", "/api/health/checks/alarms") == (
+        200, {"status": "ok"}))
+
+
+def test_no_answer_carries_the_cookie_or_a_non_admin_sees_a_hash(managed: Managed) -> None:
+    for path in ("/api/overview", "/api/nodes", "/api/nodes/" + managed.node.name,
+                 "/api/users", "/api/definitions", "/api/vhosts", "/api/connections"):
+        status, body = call(managed, "GET", path)
+        assert status == 200 and COOKIE not in json.dumps(body), path
+    assert ctl(managed.node.name, "add_user", "watcher", "pw").returncode == 0
+    assert ctl(managed.node.name, "set_user_tags", "watcher", "monitoring").returncode == 0
+    assert call(managed, "GET", "/api/definitions", auth=("watcher", "pw")) == (
+        401, {"error": "not_authorised", "reason": "Not administrator user"})
+    assert ctl(managed.node.name, "delete_user", "watcher").returncode == 0
