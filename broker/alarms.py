@@ -1,6 +1,6 @@
 """The node's `rabbit_alarm` process and its resource monitors.
 
-It owns the node's `channel.alarm.Alarm` hub. As `vm_memory_monitor` and
+It owns the node's `channel.limits.alarm.Alarm` hub. As `vm_memory_monitor` and
 `rabbit_disk_monitor`, every `check_interval_ms` it compares this OS process's
 resident memory with `vm_memory_high_watermark` × total memory, and the free
 space of the data directory with `disk_free_limit`, and sets or clears this
@@ -31,7 +31,7 @@ from typing import Any
 import actors
 from actors import Pid
 from actors.gen_server import GenServer
-from channel.alarm import RESOURCES, Alarm
+from channel.limits.alarm import RESOURCES, Alarm
 
 __all__ = ["ALARM_SERVER", "AlarmServer", "memory_total", "memory_used"]
 

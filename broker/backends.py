@@ -1,11 +1,11 @@
 """The queue backends a node can run, by the name used in its config.
 
-`memory` is `channel.testing`'s in-memory, node-local backend: queues live on
+`memory` is `channel.queue_types.testing`'s in-memory, node-local backend: queues live on
 the node whose channel declared them, while exchanges and bindings are the
 cluster's (its deleted queues drop their bindings through the store).
-`quorum` is `channel.quorum_queue` over the node's `MetadataRegistry`, so
+`quorum` is `channel.queue_types.quorum.quorum_queue` over the node's `MetadataRegistry`, so
 queues are Ra clusters reachable from every node; declares that resolve to the
-classic type go to `channel.classic_queue`, one queue process per queue under
+classic type go to `channel.queue_types.classic.classic_queue`, one queue process per queue under
 the node's queue supervisor, recorded in the metadata store so that channels
 on every node find it.
 """
@@ -21,16 +21,16 @@ __all__ = ["memory", "quorum"]
 
 
 def memory(broker: BrokerNode) -> Any:
-    from channel.testing import MemoryBackend
+    from channel.queue_types.testing import MemoryBackend
 
     return MemoryBackend(broker.node, on_deleted=broker.topology.remove_queue)
 
 
 def quorum(broker: BrokerNode) -> Any:
     from broker.metadata import vhost_metadata
-    from channel.classic_dead_letter import ClassicDeadLetter
-    from channel.classic_queue import ClassicBackend
-    from channel.quorum_queue import QuorumBackend
+    from channel.queue_types.classic.classic_dead_letter import ClassicDeadLetter
+    from channel.queue_types.classic.classic_queue import ClassicBackend
+    from channel.queue_types.quorum.quorum_queue import QuorumBackend
 
     classic = ClassicBackend(broker.node, on_deleted=broker.topology.remove_queue,
                              directory=broker.classic_directory)

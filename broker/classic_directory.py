@@ -18,8 +18,8 @@ import logging
 from actors.pid import Pid
 from broker.metadata import classic_queues
 from broker.store import Metadata, StoreUnavailable
-from channel.classic_directory import ClassicRecord
 from channel.errors import AmqpError, rs
+from channel.queue_types.classic.classic_directory import ClassicRecord
 
 __all__ = ["MetadataDirectory"]
 
@@ -27,7 +27,8 @@ log = logging.getLogger("warren.broker")
 
 
 class MetadataDirectory:
-    """`channel.classic_directory.ClassicDirectory` over the node's metadata store."""
+    """`channel.queue_types.classic.classic_directory.ClassicDirectory` over the node's
+    metadata store."""
 
     def __init__(self, metadata: Metadata) -> None:
         self.metadata = metadata

@@ -4,7 +4,7 @@ Defaults are RabbitMQ's where it has one (AMQP port 5672, `quorum_cluster_size`
 3, `net_ticktime` 60). `peers` is the fixed peer list of cluster formation
 (`cluster_formation.classic_config.nodes`); the node itself may be in it.
 `backend` names the queue backend: `memory` (the in-memory test backend of
-`channel.testing`), `quorum`, or any `module:factory` taking the `BrokerNode`.
+`channel.queue_types.testing`), `quorum`, or any `module:factory` taking the `BrokerNode`.
 
 `load` is the one way in: every key of the file and of the flags is checked
 against `broker.config_schema` first, so a `NodeConfig` it returns holds only
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config_schema import ConfigError, validate
-from channel.queue_type import NODE_DEFAULT_QUEUE_TYPE
+from channel.queue_types.queue_type import NODE_DEFAULT_QUEUE_TYPE
 from releases import DEFAULT_SERIES
 
 __all__ = ["ConfigError", "NodeConfig", "load"]
@@ -40,7 +40,7 @@ class NodeConfig:
     rabbitmq_version: str = DEFAULT_SERIES
     quorum_cluster_size: int = 3
     #: the type of a declare without `x-queue-type` where its vhost names none
-    #: (`channel.queue_type`)
+    #: (`channel.queue_types.queue_type`)
     default_queue_type: str = NODE_DEFAULT_QUEUE_TYPE
     formation_timeout: float = 60.0
     cookie: str | None = None
@@ -60,7 +60,7 @@ class NodeConfig:
     management_port: int | None = 15672
     prometheus_port: int | None = 15692
     management_listener_ip: str = "127.0.0.1"
-    #: overrides of channel.config.Config fields (channel_max, frame_max, heartbeat, ...)
+    #: overrides of channel.connection.config.Config fields (channel_max, frame_max, heartbeat, ...)
     amqp: dict[str, Any] = field(default_factory=dict)
     #: Ra system config keys for the node's durable Ra system (RabbitMQ's ``raft.*``
     #: settings and Ra's application env: ``wal_max_size_bytes``, ``wal_pre_allocate``,

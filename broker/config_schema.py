@@ -1,7 +1,7 @@
 """Every configuration key of a node, with its kind and range, declared once.
 
 The role RabbitMQ's `rabbit.schema` plays: the node's own keys, the `amqp` table
-(`channel.config.Config`'s fields) and the `ra` table (the Ra system's keys, as
+(`channel.connection.config.Config`'s fields) and the `ra` table (the Ra system's keys, as
 `rabbit.schema` declares `raft.*`). `validate` checks a whole configuration
 before anything starts, so a mistyped value stops the node with one line naming
 the key instead of failing every connection later.
@@ -36,9 +36,9 @@ from broker.config_kinds import (
     Table,
     Text,
 )
-from channel.assembler import MAX_MSG_SIZE
-from channel.framing import FRAME_MIN_SIZE
-from channel.queue_type import QUEUE_TYPES
+from channel.protocol.assembler import MAX_MSG_SIZE
+from channel.protocol.framing import FRAME_MIN_SIZE
+from channel.queue_types.queue_type import QUEUE_TYPES
 from fifo.machine import SUPPORTED_VERSIONS
 
 __all__ = ["AMQP_KEYS", "NODE_KEYS", "RA_KEYS", "ConfigError", "Section", "check_ra_keys",

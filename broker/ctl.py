@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from channel.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
+from channel.access.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
 
 __all__ = ["EX_DATAERR", "EX_SOFTWARE", "EX_UNAVAILABLE", "EX_USAGE", "add_parser", "run"]
 

@@ -21,11 +21,11 @@ from broker.metadata import CLUSTER_NAME, classic_queues, effective_policy
 from broker.node import DLX_SUP, RA_SYSTEM
 from broker.queue_config import machine_config
 from broker.running import broker_of
-from channel.auth import User
-from channel.limits import USER_LIMITS, VHOST_LIMITS, validate_limits
-from channel.permissions import Permission
-from channel.queue_registry import QueueRecord
-from channel.topic_permissions import TopicPermission, validate_pattern
+from channel.access.auth import User
+from channel.access.permissions import Permission
+from channel.access.topic_permissions import TopicPermission, validate_pattern
+from channel.limits.limits import USER_LIMITS, VHOST_LIMITS, validate_limits
+from channel.queue_types.queue_registry import QueueRecord
 from fifo import ra_glue
 from ra import api, directory
 from ra.disk_store import DiskStore
@@ -312,7 +312,7 @@ def _metadata_reply(reply: Any, user: str) -> str:
 
 def add_user(name: str, password_hash: str, hashing_algorithm: str) -> str:
     """`rabbitmqctl add_user`: no tags, no permissions. `warren ctl` hashed the
-    password before sending the command (`channel.passwords`): none travels in clear."""
+    password before sending the command (`channel.access.passwords`): none travels in clear."""
     if not name:
         raise CtlError("user name cannot be empty", 64)
     user = User(name, password_hash, hashing_algorithm=hashing_algorithm)

@@ -21,9 +21,9 @@ from actors.pid import CallExit
 from broker.ctl_common import EX_UNAVAILABLE, INFO_TIMEOUT, CtlError
 from broker.metadata import classic_queues, vhost_metadata
 from broker.running import broker_of
-from channel.classic_directory import ClassicRecord
 from channel.errors import AmqpError
-from channel.queue_type import QUEUE_TYPES
+from channel.queue_types.classic.classic_directory import ClassicRecord
+from channel.queue_types.queue_type import QUEUE_TYPES
 
 __all__ = ["add_vhost", "classic_consumers", "classic_queue_rows", "delete_queue",
            "delete_vhost", "list_bindings", "list_vhosts", "purge_queue", "select_columns"]

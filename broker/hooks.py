@@ -15,7 +15,7 @@ from typing import Any
 
 import actors
 from broker.queue_config import machine_config
-from channel.queue_registry import QueueRecord
+from channel.queue_types.queue_registry import QueueRecord
 from fifo.commands import make_update_config
 from ra import api
 

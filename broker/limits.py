@@ -9,7 +9,7 @@ What they are counted against is not replicated. RabbitMQ keeps per-node
 tracking tables and, to check a vhost or user limit, sums them over the
 running nodes (`rabbit_tracking:count_on_all_nodes`, an `erpc:multicall`).
 warren does the same: a node counts its own live readers
-(`channel.limits.local_count`) and asks each connected cluster peer for its
+(`channel.limits.limits.local_count`) and asks each connected cluster peer for its
 count with an rpc. A peer that does not answer counts as 0 (RabbitMQ logs and
 skips it too), so a partition can admit more connections than the limit.
 """
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import actors
 from broker.running import broker_of
 from broker.store import Metadata
-from channel.limits import VhostLimits, local_count
+from channel.limits.limits import VhostLimits, local_count
 from ra import system as ra_system
 
 if TYPE_CHECKING:

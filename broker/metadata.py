@@ -16,7 +16,7 @@ the new state to the node's `warren_metadata` process on every member (each
 member executes it for its own node), which keeps it as the node's read
 copy. Channels route from that copy without asking Ra.
 
-Users hold salted password hashes (`channel.passwords`). A user record stored
+Users hold salted password hashes (`channel.access.passwords`). A user record stored
 by an older warren held its password in clear: the leader's `tick` hands such
 records to its node (`broker.users.hash_passwords`), which hashes them off the
 machine (the salt is random, and a machine must be deterministic) and commits
@@ -34,15 +34,15 @@ from typing import Any
 
 from broker import policy as pol
 from broker.policy import Policy
-from channel.auth import User, default_user
-from channel.classic_directory import ClassicRecord
+from channel.access.auth import User, default_user
+from channel.access.passwords import password_matches
+from channel.access.permissions import Permission
+from channel.access.topic_permissions import TopicPermission
 from channel.errors import AmqpError
-from channel.exchange import Topology, _VHost
-from channel.passwords import password_matches
-from channel.permissions import Permission
-from channel.queue_args import Declared, check_equivalence
-from channel.queue_registry import QueueRecord
-from channel.topic_permissions import TopicPermission
+from channel.exchanges.exchange import Topology, _VHost
+from channel.queue_types.classic.classic_directory import ClassicRecord
+from channel.queue_types.queue_args import Declared, check_equivalence
+from channel.queue_types.queue_registry import QueueRecord
 
 __all__ = [
     "CLUSTER_NAME",

@@ -46,9 +46,9 @@ from broker.startup import posix_reason
 from broker.store import Metadata, MetadataView, ProjectionServer
 from broker.topology import ReplicatedTopology
 from broker.users import ReplicatedUsers
-from channel import classic_store
-from channel.config import BrokerContext, Config
-from channel.listener import Listener
+from channel.connection.config import BrokerContext, Config
+from channel.connection.listener import Listener
+from channel.queue_types.classic import classic_store
 from classic import queue_sup
 from fifo.machine import SUPPORTED_VERSIONS
 from ra import api
@@ -262,7 +262,8 @@ class BrokerNode:
         self.listener: Any = None
         #: `fifo.dlx_worker.DlxWorkerEnv` with the broker's dead-letter router (quorum backend)
         self.dlx_env: Any = None
-        #: `channel.qq_dead_letter.DeadLetterPublisher` (quorum backend): at-most-once
+        #: `channel.queue_types.quorum.qq_dead_letter.DeadLetterPublisher` (quorum backend):
+        #: at-most-once
         self.dead_letter_publisher: Any = None
         self.backend = _make_backend(config.backend, self)
         self._wire_dead_lettering()
@@ -283,12 +284,12 @@ class BrokerNode:
     def _wire_dead_lettering(self) -> None:
         """Quorum queues dead-letter through this node's exchanges: at-most-once in the
         source leader's hook, at-least-once by a worker under `rabbit_fifo_dlx_sup`."""
-        from channel.quorum_queue import QuorumBackend
+        from channel.queue_types.quorum.quorum_queue import QuorumBackend
 
         if not isinstance(self.backend, QuorumBackend):
             return
-        from channel.qq_dead_letter import DeadLetterPublisher
-        from channel.qq_dlx_router import router_factory
+        from channel.queue_types.quorum.qq_dead_letter import DeadLetterPublisher
+        from channel.queue_types.quorum.qq_dlx_router import router_factory
         from fifo.dlx_worker import DlxWorkerEnv
 
         self.dead_letter_publisher = DeadLetterPublisher(self.topology, self.registry,
@@ -339,7 +340,7 @@ class BrokerNode:
         lives on (it traps the supervisor's exit while starting it)."""
         RUNNING[self.node.name] = self
         if self.dlx_env is not None:
-            from channel import qq_dead_letter
+            from channel.queue_types.quorum import qq_dead_letter
 
             qq_dead_letter.install(self.node.name, self.dead_letter_publisher)
         sup = _Flags(("one_for_all", 0, 1), self.children())
@@ -351,7 +352,7 @@ class BrokerNode:
         if result[0] != "ok":
             RUNNING.pop(self.node.name, None)
             if self.dlx_env is not None:
-                from channel import qq_dead_letter
+                from channel.queue_types.quorum import qq_dead_letter
 
                 qq_dead_letter.uninstall(self.node.name)
             raise BrokerStartError(self.node.name, result[1] if len(result) > 1 else result)

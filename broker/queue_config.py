@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from broker.policy import effective
-from channel.qq_dead_letter import handler
-from channel.queue_registry import QueueRecord
+from channel.queue_types.queue_registry import QueueRecord
+from channel.queue_types.quorum.qq_dead_letter import handler
 
 __all__ = ["dead_letter_handler", "machine_config", "queue_resource", "ra_name"]
 

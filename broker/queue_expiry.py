@@ -2,7 +2,7 @@
 
 A quorum queue unused for longer than its `x-expires` (or `expires` policy)
 asks, from its leader, to be deleted (`rabbit_quorum_queue:spawn_deleter`,
-carried out by `channel.qq_delete`). The `queue_deleter` child of `warren_sup`
+carried out by `channel.queue_types.quorum.qq_delete`). The `queue_deleter` child of `warren_sup`
 installs this node's deleter, over the node's queue table, for as long as the
 node runs. It starts before the Ra system and so stops after it: no queue
 member of this node ticks without a deleter to ask.
@@ -15,9 +15,9 @@ from typing import Any
 import actors
 from actors import gen_server
 from actors.gen_server import GenServer
-from channel import qq_delete
-from channel.qq_delete import QueueDeleter
-from channel.quorum_queue import QuorumBackend
+from channel.queue_types.quorum import qq_delete
+from channel.queue_types.quorum.qq_delete import QueueDeleter
+from channel.queue_types.quorum.quorum_queue import QuorumBackend
 
 __all__ = ["NAME", "QueueDeleterServer", "child_specs"]
 

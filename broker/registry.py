@@ -22,8 +22,8 @@ from broker.metadata import effective_policy
 from broker.queue_config import machine_config, queue_resource, ra_name
 from broker.store import Metadata
 from channel.errors import AmqpError, rs
-from channel.queue_args import validate_quorum_args
-from channel.queue_registry import QueueRecord, ServerId
+from channel.queue_types.queue_args import validate_quorum_args
+from channel.queue_types.queue_registry import QueueRecord, ServerId
 from fifo import ra_glue
 from fifo.machine import MACHINE_VERSION
 from ra import api

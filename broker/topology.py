@@ -1,6 +1,6 @@
 """Exchanges and bindings shared by the whole cluster.
 
-A channel only knows `channel.exchange.Topology`. `ReplicatedTopology` is one
+A channel only knows `channel.exchanges.exchange.Topology`. `ReplicatedTopology` is one
 whose reads (lookup, route, bindings) come from the node's copy of the
 metadata store and whose changes are metadata commands, so a binding made
 through any node routes on every node. The checks that need this node's
@@ -16,7 +16,7 @@ from typing import Any
 
 from broker.store import Metadata
 from channel.errors import AmqpError, rs
-from channel.exchange import DEFAULT_EXCHANGE_ERROR, Exchange, Topology, _VHost
+from channel.exchanges.exchange import DEFAULT_EXCHANGE_ERROR, Exchange, Topology, _VHost
 
 __all__ = ["ReplicatedTopology"]
 

@@ -16,8 +16,8 @@ import logging
 import actors
 from broker.metadata import CLUSTER_NAME
 from broker.store import Metadata
-from channel.auth import User, Users
-from channel.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
+from channel.access.auth import User, Users
+from channel.access.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
 from ra import api
 
 __all__ = ["ReplicatedUsers", "hash_passwords"]

@@ -14,7 +14,7 @@ and queues, which `fifo` does not know: the node installs a publisher for it
 share one OS process). Without one, dead letters are dropped and counted as
 ``disabled``. ``spawn_deleter`` (the machine's request to delete a queue that
 expired) needs the node's queue table too: the node installs a deleter
-(`set_queue_deleter`, `channel.qq_delete`); without one the request is only
+(`set_queue_deleter`, `channel.queue_types.quorum.qq_delete`); without one the request is only
 recorded.
 """
 

@@ -139,7 +139,7 @@ class Scenario:
     workload: str = "total_queue"
     #: check name -> expected status; checks not named may be anything but `fail`
     expect: dict[str, str] = field(default_factory=dict)
-    #: channel.config.Config overrides for every node
+    #: channel.connection.config.Config overrides for every node
     amqp: dict[str, Any] = field(default_factory=dict)
     net_ticktime: float = 2.0
     #: K: the nodes record a state digest with every K-th applied index (the replica

@@ -11,7 +11,7 @@ from typing import Any
 
 from broker import ctl_ops
 from broker.node import BrokerNode
-from channel.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
+from channel.access.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
 from management.calls import in_node
 from management.errors import bad_request, not_found
 

@@ -20,7 +20,7 @@ from werkzeug.exceptions import HTTPException
 from broker import ctl_ops, ctl_queues
 from broker.metadata import classic_queues
 from broker.node import BrokerNode
-from channel.auth import User
+from channel.access.auth import User
 from management import actions, admin, auth, definitions, deliveries, health, objects, tree
 from management.amqp import AmqpTarget
 from management.calls import in_node

@@ -13,7 +13,7 @@ import base64
 import binascii
 from collections.abc import Iterable
 
-from channel.auth import User, Users, password_ok
+from channel.access.auth import User, Users, password_ok
 from management.errors import HttpError, not_authorised
 
 __all__ = ["ADMIN", "MANAGEMENT", "MONITOR", "POLICYMAKER", "Credentials", "authenticate",

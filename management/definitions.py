@@ -13,7 +13,7 @@ from typing import Any
 
 from broker import ctl_ops
 from broker.node import BrokerNode
-from channel.passwords import DEFAULT_HASHING_ALGORITHM
+from channel.access.passwords import DEFAULT_HASHING_ALGORITHM
 from management import actions, objects
 from management.amqp import AmqpTarget
 from management.calls import in_node

@@ -12,7 +12,7 @@ from typing import Any
 from broker import ctl_ops, ctl_queues
 from broker.metadata import classic_queues
 from broker.node import BrokerNode
-from channel.auth import User
+from channel.access.auth import User
 from management.calls import in_node
 
 __all__ = ["bindings", "channel_names", "channels", "classic_consumer_row", "connections",

@@ -130,11 +130,13 @@ def test_frozen_init_refuses_what_it_cannot_build() -> None:
 
 @pytest.mark.parametrize("path", [
     "actors.pid.Pid", "actors.pid.Ref", "ra.types.AppendEntriesRpc",
-    "ra.types.AppendEntriesReply", "channel.qq_message.QqMessage",
-    "channel.framing.ContentHeader", "channel.framing.Content", "channel.framing.Out",
-    "channel.backend.Message", "channel.backend.Delivery", "channel.backend.Settled",
-    "channel.backend.Rejected", "channel.backend.Deliver", "channel.assembler.Command",
-    "channel.confirms.Confirm", "channel.credit_flow.Grant", "channel.unacked.Pending",
+    "ra.types.AppendEntriesReply", "channel.queue_types.qq_message.QqMessage",
+    "channel.protocol.framing.ContentHeader", "channel.protocol.framing.Content",
+    "channel.protocol.framing.Out", "channel.queue_types.backend.Message",
+    "channel.queue_types.backend.Delivery", "channel.queue_types.backend.Settled",
+    "channel.queue_types.backend.Rejected", "channel.queue_types.backend.Deliver",
+    "channel.protocol.assembler.Command", "channel.connection.confirms.Confirm",
+    "channel.limits.credit_flow.Grant", "channel.connection.unacked.Pending",
     "fifo.client_records.ClientConsumer", "fifo.replica_trace.Before",
 ])
 def test_the_records_built_for_every_message_use_frozen_init(path: str) -> None:

@@ -1,6 +1,6 @@
 """A metadata store holding a user as an older warren stored it: in clear.
 
-Older warrens pickled `channel.auth.User` with six fields, the second the
+Older warrens pickled `channel.access.auth.User` with six fields, the second the
 password itself. `older_warren_pickle` writes those bytes; `main` (run as
 ``python -m tests.broker.legacy_store NODE USER PASSWORD``) commits such a
 record on a running node, as a short-lived node of its own like `warren ctl`,
@@ -17,8 +17,8 @@ import pickle
 import sys
 from typing import Any
 
-from channel.auth import User
-from channel.permissions import ALL
+from channel.access.auth import User
+from channel.access.permissions import ALL
 
 __all__ = ["older_warren_pickle"]
 

@@ -15,7 +15,7 @@ import pytest
 import actors
 from actors import Node, gen_server
 from broker.alarms import ALARM_SERVER, AlarmServer
-from channel.alarm import Alarm
+from channel.limits.alarm import Alarm
 from tests.waiting import hub_wait_until
 from transports.faults import FaultRules
 from transports.memory import MemoryNetwork

@@ -18,7 +18,7 @@ import pytest
 from broker.config import ConfigError, NodeConfig, load
 from broker.config_schema import AMQP_KEYS, NODE_KEYS, RA_KEYS, check_ra_keys
 from broker.node import ra_system_config
-from channel.config import Config
+from channel.connection.config import Config
 
 NAME = "a@127.0.0.1:25672"
 

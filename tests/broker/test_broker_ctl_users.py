@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from channel.auth import User, password_ok
-from channel.passwords import hash_password
-from channel.permissions import ALL, Permission
+from channel.access.auth import User, password_ok
+from channel.access.passwords import hash_password
+from channel.access.permissions import ALL, Permission
 from tests.broker.store_support import Store
 
 

@@ -4,8 +4,8 @@ and `internal_user:update_limits` do)."""
 
 from __future__ import annotations
 
-from channel.auth import User, password_ok
-from channel.passwords import hash_password
+from channel.access.auth import User, password_ok
+from channel.access.passwords import hash_password
 from tests.broker.store_support import Store
 
 

@@ -10,10 +10,10 @@ import pytest
 from actors.pid import Pid
 from broker import policy
 from broker.metadata import PROJECTION, MetadataMachine, MetadataState, vhost_metadata
-from channel.auth import User, password_ok
-from channel.classic_directory import ClassicRecord
-from channel.permissions import Permission
-from channel.queue_registry import QueueRecord
+from channel.access.auth import User, password_ok
+from channel.access.permissions import Permission
+from channel.queue_types.classic.classic_directory import ClassicRecord
+from channel.queue_types.queue_registry import QueueRecord
 
 M = MetadataMachine()
 

@@ -14,9 +14,9 @@ import pytest
 
 from broker import ctl
 from broker.metadata import MetadataMachine, MetadataState
-from channel.auth import LoginRefused, User, Users, check_login, default_user, password_ok
-from channel.passwords import hash_password, password_matches
-from channel.permissions import ALL
+from channel.access.auth import LoginRefused, User, Users, check_login, default_user, password_ok
+from channel.access.passwords import hash_password, password_matches
+from channel.access.permissions import ALL
 from tests.broker.legacy_store import older_warren_pickle
 
 M = MetadataMachine()

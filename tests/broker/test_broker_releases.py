@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import ConfigError, NodeConfig, load
-from channel.config import Config
+from channel.connection.config import Config
 from fifo.machine import SUPPORTED_VERSIONS
 from releases import (
     CAPABILITIES,

@@ -13,9 +13,9 @@ import pika.exceptions as pex
 import pytest
 
 from broker import ctl as ctl_cli
-from channel.auth import User
-from channel.permissions import ALL
-from channel.topic_permissions import TopicPermission
+from channel.access.auth import User
+from channel.access.permissions import ALL
+from channel.access.topic_permissions import TopicPermission
 from tests.broker import store_support
 from tests.broker.broker_support import BrokerProc, ctl, ctl_json, running_cluster
 

@@ -19,9 +19,9 @@ import pika.exceptions as pex
 import pytest
 
 from actors import Node
-from channel.config import BrokerContext, Config
-from channel.listener import Listener
-from channel.testing import MemoryBackend
+from channel.connection.config import BrokerContext, Config
+from channel.connection.listener import Listener
+from channel.queue_types.testing import MemoryBackend
 
 T = TypeVar("T")
 

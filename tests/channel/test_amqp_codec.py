@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 from pamqp import commands as C
 from pamqp import frame as pframe
 
-from channel.assembler import Assembler
-from channel.auth import Users, check_login, is_loopback
+from channel.access.auth import Users, check_login, is_loopback
 from channel.errors import AmqpError
-from channel.framing import (
+from channel.limits.throttle import PAUSE_HEARTBEAT, RESUME_HEARTBEAT, SEND_UNBLOCKED, Throttle
+from channel.protocol.assembler import Assembler
+from channel.protocol.framing import (
     Content,
     Out,
     decode_method,
@@ -21,8 +22,7 @@ from channel.framing import (
     encode_command,
     encode_method,
 )
-from channel.throttle import PAUSE_HEARTBEAT, RESUME_HEARTBEAT, SEND_UNBLOCKED, Throttle
-from channel.tune import TuneError, negotiate
+from channel.protocol.tune import TuneError, negotiate
 
 
 def test_server_methods_are_encoded_without_pamqp_validation() -> None:
@@ -101,7 +101,7 @@ def test_decode_method_rejects_unknown_ids() -> None:
 
 def _generic_or_error(payload: bytes) -> object:
     """What pamqp's generic decoder makes of `payload`: its fields, or the error type."""
-    from channel.framing import _decode_generic
+    from channel.protocol.framing import _decode_generic
 
     try:
         m = _decode_generic(struct.unpack_from(">I", payload)[0], payload)
@@ -255,7 +255,7 @@ def test_login_plain_and_amqplain_and_loopback_rule() -> None:
     assert check_login(users, "PLAIN", "\x00guest\x00guest", "127.0.0.1").name == "guest"
     table = b"\x05LOGINS\x00\x00\x00\x05guest\x08PASSWORDS\x00\x00\x00\x05guest"
     assert check_login(users, "AMQPLAIN", table, "::1").name == "guest"
-    from channel.auth import LoginRefused
+    from channel.access.auth import LoginRefused
     with pytest.raises(LoginRefused):
         check_login(users, "PLAIN", "\x00guest\x00wrong", "127.0.0.1")
     with pytest.raises(LoginRefused, match="can only connect via localhost"):

@@ -17,7 +17,7 @@ import pytest
 from pamqp import commands as C
 from pamqp import frame as pframe
 
-from channel.config import Config
+from channel.connection.config import Config
 from releases import RELEASES
 from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw

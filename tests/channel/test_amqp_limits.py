@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pamqp import commands as C
 
-from channel.auth import User
-from channel.passwords import hash_password
-from channel.permissions import ALL
+from channel.access.auth import User
+from channel.access.passwords import hash_password
+from channel.access.permissions import ALL
 from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw
 from tests.waiting import hub_wait_until

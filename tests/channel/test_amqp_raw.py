@@ -12,7 +12,7 @@ from pamqp import commands as C
 from pamqp import frame as pframe
 from pamqp.heartbeat import Heartbeat
 
-from channel.config import Config
+from channel.connection.config import Config
 from tests.channel.conftest import Broker
 from tests.waiting import hub_wait_until
 

@@ -16,7 +16,7 @@ import pika
 import pytest
 
 from actors import Node
-from channel.config import Config
+from channel.connection.config import Config
 from releases import RELEASES
 from tests.channel.conftest import client, make_broker, params
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from pamqp import commands as C
 
-from channel.auth import User
-from channel.permissions import ALL
+from channel.access.auth import User
+from channel.access.permissions import ALL
 from tests.channel.conftest import Broker
 from tests.channel.test_amqp_raw import Raw
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from actors import Node, Pid
-from channel.alarm import Alarm, AlarmHub, Effect
+from channel.limits.alarm import Alarm, AlarmHub, Effect
 
 A, B, C = "a@h:1", "b@h:2", "c@h:3"
 READER = Pid(A, 10, 1)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from channel.confirms import Confirm, Unconfirmed, coalesce
+from channel.connection.confirms import Confirm, Unconfirmed, coalesce
+from channel.connection.unacked import Pending, Unacked
 from channel.errors import AmqpError
-from channel.unacked import Pending, Unacked
 
 
 def test_seqno_is_confirmed_when_the_last_queue_confirms() -> None:

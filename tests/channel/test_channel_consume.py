@@ -13,8 +13,8 @@ import pika
 import pika.exceptions as pex
 import pytest
 
-from channel.consumer_args import check_consume_arguments, consumer_priority
 from channel.errors import AmqpError
+from channel.queue_types.consumer_args import check_consume_arguments, consumer_priority
 from tests.channel.conftest import Broker, client
 
 

@@ -13,8 +13,8 @@ import pika
 import pika.exceptions as pex
 import pytest
 
-from channel.config import Config
-from channel.consumer_timeout import queue_timeout, timed_out
+from channel.connection.config import Config
+from channel.queue_types.consumer_timeout import queue_timeout, timed_out
 from tests.channel.conftest import Broker, client
 
 TEXT = ("PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. "

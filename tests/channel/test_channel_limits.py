@@ -1,4 +1,4 @@
-"""The limit logic of `channel.limits`: what a limit value means, what is counted, the
+"""The limit logic of `channel.limits.limits`: what a limit value means, what is counted, the
 order of the checks and RabbitMQ's texts (
 `rabbit_reader`, `rabbit_vhost_limit`, `rabbit_auth_backend_internal`,
 `rabbit_queue_type:check_queue_limits`, `rabbit_parameter_validation`)."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from channel.auth import User
-from channel.config import Config
+from channel.access.auth import User
+from channel.connection.config import Config
 from channel.errors import AmqpError
-from channel.limits import (
+from channel.limits.limits import (
     USER_LIMITS,
     VHOST_LIMITS,
     channel_refusal,
@@ -23,8 +23,8 @@ from channel.limits import (
     local_count,
     validate_limits,
 )
-from channel.queue_registry import QueueRecord
-from channel.quorum_queue import QuorumBackend
+from channel.queue_types.queue_registry import QueueRecord
+from channel.queue_types.quorum.quorum_queue import QuorumBackend
 
 
 @dataclass
@@ -259,8 +259,8 @@ def test_a_user_pickled_before_limits_and_topic_permissions_existed_loads_with_d
     """The metadata store's log and snapshots outlive an upgrade of warren."""
     import pickle
 
-    from channel.auth import User
-    from channel.permissions import ALL
+    from channel.access.auth import User
+    from channel.access.permissions import ALL
 
     user = User("old", "pw", {"/": ALL}, ("administrator",), {"max-connections": 2})
     assert pickle.loads(pickle.dumps(user)) == user

@@ -11,10 +11,10 @@ import pika
 import pika.exceptions as pex
 import pytest
 
-from channel.auth import User
+from channel.access.auth import User
+from channel.access.passwords import hash_password
+from channel.access.permissions import Permission, check_resource_access
 from channel.errors import AmqpError
-from channel.passwords import hash_password
-from channel.permissions import Permission, check_resource_access
 from tests.channel.conftest import Broker, client, ok, refused
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from channel.consumer_args import check_consume_arguments
 from channel.errors import AmqpError
-from channel.queue_args import (
+from channel.queue_types.consumer_args import check_consume_arguments
+from channel.queue_types.queue_args import (
     Declared,
     check_declare_properties,
     check_equivalence,

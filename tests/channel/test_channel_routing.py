@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from channel.errors import AmqpError
-from channel.exchange import Topology
-from channel.routing import headers_match, routing_keys, topic_match
+from channel.exchanges.exchange import Topology
+from channel.exchanges.routing import headers_match, routing_keys, topic_match
 
 
 @pytest.mark.parametrize(

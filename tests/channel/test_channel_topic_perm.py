@@ -11,10 +11,10 @@ from typing import Any
 import pika
 import pytest
 
-from channel.auth import User
-from channel.passwords import hash_password
-from channel.permissions import ALL
-from channel.topic_permissions import TopicPermission
+from channel.access.auth import User
+from channel.access.passwords import hash_password
+from channel.access.permissions import ALL
+from channel.access.topic_permissions import TopicPermission
 from tests.channel.conftest import Broker, client, ok, refused
 
 Topic = dict[str, TopicPermission]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from actors import Node, trace
-from channel.alarm import Alarm
+from channel.limits.alarm import Alarm
 
 Row = tuple[str, dict[str, Any]]
 

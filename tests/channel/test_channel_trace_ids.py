@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from channel.framing import Content
-from channel.trace_ids import id_in, msg_id_of
+from channel.connection.trace_ids import id_in, msg_id_of
+from channel.protocol.framing import Content
 
 
 @pytest.mark.parametrize("value", [42, "42"], ids=["int", "str"])

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from channel.alarm import Alarm
-from channel.channel import ChannelProcess
+from channel.connection.channel import ChannelProcess
+from channel.limits.alarm import Alarm
 
 
 def test_the_alarm_hub_refuses_an_unknown_effect() -> None:

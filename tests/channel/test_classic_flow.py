@@ -14,9 +14,9 @@ import pytest
 
 import actors
 from actors import Node
-from channel.classic_queue import ClassicBackend
-from channel.config import BrokerContext, Config
-from channel.listener import Listener
+from channel.connection.config import BrokerContext, Config
+from channel.connection.listener import Listener
+from channel.queue_types.classic.classic_queue import ClassicBackend
 from classic import effects as e
 from classic.queue_sup import start_queue_sup
 from tests.channel.conftest import Broker, client, params

@@ -20,14 +20,14 @@ import pytest
 import actors
 from actors import Node, gen_server
 from actors.gen_server import GenServer
-from channel.backend import ConsumerCancelled, ConsumeSpec, Message, Rejected, Unblock
-from channel.classic_dead_letter import ClassicDeadLetter
-from channel.classic_directory import ClassicRecord, LocalDirectory
-from channel.classic_queue import ClassicBackend
-from channel.config import BrokerContext, Config
+from channel.connection.config import BrokerContext, Config
+from channel.connection.listener import Listener
 from channel.errors import AmqpError
-from channel.framing import Content
-from channel.listener import Listener
+from channel.protocol.framing import Content
+from channel.queue_types.backend import ConsumerCancelled, ConsumeSpec, Message, Rejected, Unblock
+from channel.queue_types.classic.classic_dead_letter import ClassicDeadLetter
+from channel.queue_types.classic.classic_directory import ClassicRecord, LocalDirectory
+from channel.queue_types.classic.classic_queue import ClassicBackend
 from classic import effects as e
 from classic.queue_sup import start_queue_sup
 from tests.channel.conftest import Broker, client, ok, params, refused

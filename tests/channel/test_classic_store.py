@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from channel.backend import Message
-from channel.classic_store import child_specs, decode_content, encode_content
-from channel.framing import Content
+from channel.protocol.framing import Content
+from channel.queue_types.backend import Message
+from channel.queue_types.classic.classic_store import child_specs, decode_content, encode_content
 from releases.table import RELEASES
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channel.credit_flow import BlockedTime, CreditFlow, Grant, bump_msg, validate_credit
+from channel.limits.credit_flow import BlockedTime, CreditFlow, Grant, bump_msg, validate_credit
 
 
 def test_default_pair_is_400_then_200() -> None:

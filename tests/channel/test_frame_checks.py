@@ -13,11 +13,11 @@ import struct
 import pytest
 from pamqp import commands as C
 
-from channel.assembler import Assembler
 from channel.errors import AmqpError
-from channel.frame_text import cannot_decode, erlang_binary, frame_error_text
-from channel.framing import UnreadContent, analyze_frame
-from channel.method_check import BadTable, CannotDecode, MalformedUtf8, check_arguments
+from channel.protocol.assembler import Assembler
+from channel.protocol.frame_text import cannot_decode, erlang_binary, frame_error_text
+from channel.protocol.framing import UnreadContent, analyze_frame
+from channel.protocol.method_check import BadTable, CannotDecode, MalformedUtf8, check_arguments
 
 # ------------------------------------------------------------- method_check
 

@@ -18,13 +18,13 @@ import pytest
 
 import actors
 from actors import Node, trace
-from channel.config import BrokerContext, Config
-from channel.listener import Listener
-from channel.memory_monitor import MemoryMonitor
-from channel.qq_registry import LocalRegistry
-from channel.queue_registry import QueueRecord
-from channel.quorum_queue import QuorumBackend
-from channel.testing import MemoryBackend
+from channel.connection.config import BrokerContext, Config
+from channel.connection.listener import Listener
+from channel.limits.memory_monitor import MemoryMonitor
+from channel.queue_types.queue_registry import QueueRecord
+from channel.queue_types.quorum.qq_registry import LocalRegistry
+from channel.queue_types.quorum.quorum_queue import QuorumBackend
+from channel.queue_types.testing import MemoryBackend
 from ra import api
 from ra import system as ra_system
 from tests.channel.conftest import client

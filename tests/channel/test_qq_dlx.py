@@ -17,9 +17,9 @@ from typing import Any
 import pika
 import pytest
 
-from channel import qq_dead_letter
-from channel.qq_dead_letter import DeadLetterPublisher
-from channel.qq_dlx_router import router_factory
+from channel.queue_types.quorum import qq_dead_letter
+from channel.queue_types.quorum.qq_dead_letter import DeadLetterPublisher
+from channel.queue_types.quorum.qq_dlx_router import router_factory
 from fifo.dlx_worker import DlxWorkerEnv, start_dlx_sup
 from fifo.queries import query_messages_total
 from fifo.records import RabbitFifoState

@@ -15,8 +15,8 @@ import pika
 import pytest
 
 import actors
-from channel import qq_delete
-from channel.qq_delete import QueueDeleter
+from channel.queue_types.quorum import qq_delete
+from channel.queue_types.quorum.qq_delete import QueueDeleter
 from fifo import ra_hooks
 from ra.system import registered_servers_local
 from tests.channel.conftest import client

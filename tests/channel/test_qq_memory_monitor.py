@@ -8,8 +8,8 @@ import gevent
 import pytest
 
 from actors import Node
-from channel.alarm import Alarm
-from channel.memory_monitor import DEFAULT_WATERMARK, MemoryMonitor, parse_absolute
+from channel.limits.alarm import Alarm
+from channel.limits.memory_monitor import DEFAULT_WATERMARK, MemoryMonitor, parse_absolute
 from tests.waiting import hub_wait_until
 
 TOTAL = 10_000

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from channel.backend import Message
-from channel.framing import Content
-from channel.qq_cluster import fifo_config, group_size, place_members, ra_name
-from channel.qq_message import QqMessage
+from channel.protocol.framing import Content
+from channel.queue_types.backend import Message
+from channel.queue_types.qq_message import QqMessage
+from channel.queue_types.quorum.qq_cluster import fifo_config, group_size, place_members, ra_name
 
 NODES = ["n1", "n2", "n3", "n4"]
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from channel.auth import User
-from channel.errors import AmqpError
-from channel.permissions import ALL
-from channel.topic_permissions import (
+from channel.access.auth import User
+from channel.access.permissions import ALL
+from channel.access.topic_permissions import (
     TopicPermission,
     check_topic_access,
     escape,
@@ -17,6 +16,7 @@ from channel.topic_permissions import (
     topic_access_allowed,
     validate_pattern,
 )
+from channel.errors import AmqpError
 
 VARS = {"username": "u", "vhost": "/"}
 

@@ -54,3 +54,41 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
         if imp.source in cycle and imp.target in cycle and not imp.type_only)
         for cycle in cycles]
     assert shown == []
+
+
+CHANNEL_HEADING = "## Layers inside `channel`"
+CHANNEL_TABLE = read_layer_table((ROOT / "docs" / "architecture.md").read_text(), CHANNEL_HEADING)
+#: what sits in `channel/` itself, below every row: the package and its error value
+CHANNEL_ROOT = {"channel", "channel.errors"}
+
+
+def _channel_row(module: str) -> str:
+    """The row a module of `channel` belongs to: the longest one naming its package;
+    ``channel`` for the package's own modules."""
+    rows = [row for row in CHANNEL_TABLE if module == row or module.startswith(row + ".")]
+    return max(rows, key=len, default="channel")
+
+
+def test_channel_is_split_into_the_sub_packages_its_table_names() -> None:
+    """Every module of `channel` lives in one of the table's sub-packages, except the
+    package itself and its error value; every sub-package has a row."""
+    ours = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            for p in (ROOT / "channel").rglob("*.py")}
+    loose = sorted(m for m in ours if _channel_row(m) == "channel" and m not in CHANNEL_ROOT)
+    assert loose == []
+    packages = {".".join(p.relative_to(ROOT).parent.parts)
+                for p in (ROOT / "channel").rglob("__init__.py")} - {"channel"}
+    assert packages == set(CHANNEL_TABLE)
+
+
+def test_the_channel_table_has_no_cycle() -> None:
+    edges = [(row, dep) for row, deps in CHANNEL_TABLE.items() for dep in deps]
+    assert find_cycles(edges) == []
+
+
+def test_channel_imports_only_go_down_its_table() -> None:
+    wrong = [str(imp) for imp in IMPORTS
+             if imp.source.startswith("channel.") and imp.target.startswith("channel.")
+             and (source := _channel_row(imp.source)) != (target := _channel_row(imp.target))
+             and target not in CHANNEL_TABLE.get(source, set())]
+    assert wrong == []

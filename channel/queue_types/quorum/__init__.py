@@ -1,0 +1,3 @@
+"""Quorum queues (`rabbit_quorum_queue`): the backend over `fifo`'s Ra clusters,
+where replicas live, the queue table, deletion and dead lettering.
+"""
