@@ -17,6 +17,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
+from ra import stored_terms
 from ra.durable import make_dirs, replace_file
 
 META_FILE = "meta"
@@ -33,7 +34,7 @@ class LogMeta:
         self.dirty = False
         try:
             with open(self.path, "rb") as f:
-                self._values.update(pickle.load(f))
+                self._values.update(stored_terms.load(f))
         except FileNotFoundError:
             pass
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+from ra import stored_terms
+
 __all__ = ["PackedEntries", "own_batch"]
 
 
@@ -30,7 +32,7 @@ class PackedEntries(tuple):
 
 
 def _unpack(blob: bytes) -> PackedEntries:
-    entries = PackedEntries(pickle.loads(blob))
+    entries = PackedEntries(stored_terms.loads(blob))
     entries.__dict__["blob"] = blob
     return entries
 

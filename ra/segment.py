@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ra import stored_terms
 from ra.durable import replace_file
 from ra.types import Entry
 
@@ -170,5 +171,5 @@ class SegmentReader:
             blob = data[off: off + seg.lengths[n]]
             if seg.crcs[n] and zlib.crc32(blob) != seg.crcs[n]:
                 raise SegmentCorrupt(f"{path}: checksum failure at index {seg.first + n}")
-            out.append((seg.first + n, seg.terms[n], pickle.loads(blob)))
+            out.append((seg.first + n, seg.terms[n], stored_terms.loads(blob)))
         return out

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ra import stored_terms
 from ra.types import InstallSnapshotRpc, ServerId
 
 #: ``snapshot_chunk_size`` default (bytes).
@@ -36,7 +37,7 @@ def encode_state(mac_state: Any) -> bytes:
 
 
 def decode_state(data: bytes) -> Any:
-    return pickle.loads(data)
+    return stored_terms.loads(data)
 
 
 def chunks(data: bytes, chunk_size: int) -> list[tuple[tuple[int, str], bytes]]:

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from ra import crash_points
+from ra import crash_points, stored_terms
 from ra.durable import fsync_dir, make_dirs, write_file
 
 log = logging.getLogger("warren.ra.snapshot")
@@ -73,8 +73,8 @@ def decode(data: bytes) -> Snapshot:
     if zlib.crc32(rest) != crc:
         raise SnapshotCorrupt("snapshot checksum failure")
     (meta_len,) = struct.unpack_from(">I", rest, 0)
-    meta = pickle.loads(rest[4: 4 + meta_len])
-    return meta, pickle.loads(rest[4 + meta_len:])
+    meta = stored_terms.loads(rest[4: 4 + meta_len])
+    return meta, stored_terms.loads(rest[4 + meta_len:])
 
 
 def write(base: str, kind_dir: str, meta: dict[str, Any], state: Any, *, sync: bool,

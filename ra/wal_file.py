@@ -27,6 +27,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from ra import stored_terms
 from ra.types import Entry
 
 MAGIC = b"WWAL"
@@ -104,7 +105,7 @@ def read(path: str) -> Recovered:
                     out.torn = True
                     break
                 raise WalCorrupt(f"{path}: checksum failure at offset {pos}")
-            out.batches.append(pickle.loads(payload))
+            out.batches.append(stored_terms.loads(payload))
             pos = end
             out.valid_bytes = pos
     return out
