@@ -67,6 +67,16 @@ def get_eventually(ch: Any, queue: str, what: str) -> tuple[Any, Any, bytes]:
     return got  # type: ignore[no-any-return]
 
 
+def drain_gets(ch: Any, queue: str) -> list[tuple[bytes, bool]]:
+    """Every message `queue` holds, by `basic.get` with auto-ack: (body, redelivered)."""
+    got: list[tuple[bytes, bool]] = []
+    while True:
+        method, _props, body = ch.basic_get(queue, auto_ack=True)
+        if method is None:
+            return got
+        got.append((body, method.redelivered))
+
+
 def pump_until(conn: pika.BlockingConnection, condition: Callable[[], Any], what: str,
                timeout: float = DEADLINE_S) -> None:
     """Process a blocking connection's events until `condition()` holds, or fail."""

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any
 
 import pika
 
+from tests.broker.amqp_support import drain_gets
 from tests.broker.broker_support import (
     BrokerProc,
     connect,
@@ -27,15 +27,6 @@ PERSISTENT = pika.BasicProperties(delivery_mode=2)
 def _crash(node: BrokerProc, queue: str) -> None:
     out = ctl(node.name, "crash_queue", queue)
     assert out.returncode == 0, out.stderr
-
-
-def _drain(ch: Any, queue: str) -> list[tuple[bytes, bool]]:
-    got: list[tuple[bytes, bool]] = []
-    while True:
-        method, _props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return got
-        got.append((body, method.redelivered))
 
 
 def test_a_crashed_durable_queue_comes_back_with_its_messages_and_bindings(
@@ -67,7 +58,7 @@ def test_a_crashed_durable_queue_comes_back_with_its_messages_and_bindings(
         assert eventually(was_cancelled)
         assert ch.queue_declare("work", passive=True).method.message_count == 5
         ch.basic_publish("orders", "new", b"p5", PERSISTENT, mandatory=True)  # still bound
-        assert _drain(ch, "work") == [(f"p{i}".encode(), True) for i in range(5)] + [
+        assert drain_gets(ch, "work") == [(f"p{i}".encode(), True) for i in range(5)] + [
             (b"p5", False)]
         conn.close()
     finally:
@@ -93,7 +84,7 @@ def test_a_crashed_durable_queue_keeps_its_files_over_a_node_restart(tmp_path: P
         start_cluster([node])  # same name, port and data dir
         conn = connect(node)
         ch = conn.channel()
-        assert _drain(ch, "work") == [(f"p{i}".encode(), True) for i in range(3)]
+        assert drain_gets(ch, "work") == [(f"p{i}".encode(), True) for i in range(3)]
         conn.close()
     finally:
         stop_all([node])
@@ -114,7 +105,7 @@ def test_a_crashed_non_durable_queue_comes_back_empty_with_its_bindings(
 
         assert ch.queue_declare("scratch", passive=True).method.message_count == 0
         ch.basic_publish("amq.direct", "k", b"after", PERSISTENT, mandatory=True)
-        assert _drain(ch, "scratch") == [(b"after", False)]
+        assert drain_gets(ch, "scratch") == [(b"after", False)]
         conn.close()
     finally:
         stop_all([node])

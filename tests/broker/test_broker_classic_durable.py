@@ -12,6 +12,7 @@ import pika
 import pika.exceptions
 import pytest
 
+from tests.broker.amqp_support import drain_gets
 from tests.broker.broker_support import (
     BrokerProc,
     connect,
@@ -35,16 +36,6 @@ def _restart(b: BrokerProc, cluster: list[BrokerProc]) -> None:
                ",".join(n.name for n in cluster), "--net-ticktime", "2",
                "--data-dir", str(b.data_dir), "--backend", "quorum"])
     wait_ready(b)
-
-
-def _drain(ch: pika.adapters.blocking_connection.BlockingChannel, queue: str,
-           ) -> list[tuple[bytes, bool]]:
-    got: list[tuple[bytes, bool]] = []
-    while True:
-        method, _props, body = ch.basic_get(queue, auto_ack=True)
-        if method is None:
-            return got
-        got.append((body, method.redelivered))
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "stop"])
@@ -75,7 +66,7 @@ def test_confirmed_persistent_messages_survive_a_node_restart(tmp_path: Path,
         start_cluster([node])  # same name, port and data dir
         conn = connect(node)
         ch = conn.channel()
-        assert _drain(ch, "work") == [(f"p{i}".encode(), True) for i in range(1, 11)]
+        assert drain_gets(ch, "work") == [(f"p{i}".encode(), True) for i in range(1, 11)]
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as err:
             ch.queue_declare("scratch", passive=True)
         assert err.value.reply_code == 404
@@ -126,7 +117,7 @@ def test_a_recovered_durable_queue_keeps_its_bindings(tmp_path: Path) -> None:
         ch.confirm_delivery()
         ch.basic_publish("orders", "new", b"o1", pika.BasicProperties(delivery_mode=2),
                          mandatory=True)  # raises UnroutableError if the binding is gone
-        assert _drain(ch, "billing") == [(b"o1", False)]
+        assert drain_gets(ch, "billing") == [(b"o1", False)]
         conn.close()
     finally:
         stop_all([node])
