@@ -54,6 +54,13 @@ def _int_text(text: str) -> Any:
     return int(text) if _INT_TEXT.fullmatch(text.strip()) else text
 
 
+class _FromText:
+    """A kind whose command-line text is already its value; `check` alone decides."""
+
+    def parse(self, text: str) -> Any:
+        return text
+
+
 @dataclass(frozen=True)
 class Int:
     """An integer in ``[lo, hi]`` (no upper bound when `hi` is None); with `zero`,
@@ -124,11 +131,8 @@ class Bool:
 
 
 @dataclass(frozen=True)
-class Text:
+class Text(_FromText):
     expected: str = "a non-empty string"
-
-    def parse(self, text: str) -> Any:
-        return text
 
     def check(self, value: Any) -> str:
         if isinstance(value, str) and value:
@@ -137,15 +141,12 @@ class Text:
 
 
 @dataclass(frozen=True)
-class OneOf:
+class OneOf(_FromText):
     choices: tuple[str, ...]
 
     @property
     def expected(self) -> str:
         return f"one of {', '.join(self.choices)}"
-
-    def parse(self, text: str) -> Any:
-        return text
 
     def check(self, value: Any) -> str:
         if isinstance(value, str) and value in self.choices:
@@ -154,13 +155,10 @@ class OneOf:
 
 
 @dataclass(frozen=True)
-class Backend:
+class Backend(_FromText):
     """`memory`, `quorum`, or a `module:factory` to import."""
 
     expected: str = "memory, quorum or module:factory"
-
-    def parse(self, text: str) -> Any:
-        return text
 
     def check(self, value: Any) -> str:
         if isinstance(value, str) and (value in ("memory", "quorum") or re.fullmatch(
@@ -170,7 +168,7 @@ class Backend:
 
 
 @dataclass(frozen=True)
-class RabbitRelease:
+class RabbitRelease(_FromText):
     """A RabbitMQ release series ("4.2") whose quorum-queue machine is one of `built`.
 
     A series warren knows but cannot run (its `rabbit_fifo` machine version is not
@@ -184,9 +182,6 @@ class RabbitRelease:
     @property
     def expected(self) -> str:
         return f"a RabbitMQ release this warren models ({', '.join(modelled_series(self.built))})"
-
-    def parse(self, text: str) -> Any:
-        return text
 
     def check(self, value: Any) -> str:
         if not isinstance(value, str):
@@ -204,13 +199,10 @@ def _port(text: str) -> int | None:
 
 
 @dataclass(frozen=True)
-class NodeName:
+class NodeName(_FromText):
     """``name@host:port``: the port is the node's distribution port."""
 
     expected: str = "a node name name@host:port (port 1 to 65535)"
-
-    def parse(self, text: str) -> Any:
-        return text
 
     def check(self, value: Any) -> str:
         if isinstance(value, str):
@@ -224,14 +216,11 @@ class NodeName:
 
 
 @dataclass(frozen=True)
-class NodeNames:
+class NodeNames(_FromText):
     """Node names as a list, or as one comma-separated string (a flag)."""
 
     expected: str = ("node names name@host:port (port 1 to 65535), "
                      "a list or comma-separated")
-
-    def parse(self, text: str) -> Any:
-        return text
 
     def check(self, value: Any) -> list[str]:
         names = [s for s in value.split(",") if s] if isinstance(value, str) else value
@@ -307,13 +296,10 @@ class CreditPair:
 
 
 @dataclass(frozen=True)
-class Table:
+class Table(_FromText):
     """A table of anything (AMQP server properties)."""
 
     expected: str = "a table"
-
-    def parse(self, text: str) -> Any:
-        return text
 
     def check(self, value: Any) -> dict[str, Any]:
         if isinstance(value, dict):
