@@ -17,8 +17,10 @@ from fifo.commands import get_msg
 from fifo.consumers import consumer_id, update_or_remove_con
 from fifo.effects import DELIVERY_SEND_MSG_OPTS, dead_lettered, send_msg
 from fifo.msg import Msg, get_header, msg_header, msg_idx, msg_size, unpack
+from fifo.pq import PriorityQ
 from fifo.records import RabbitFifoState, erl_sorted
 from fifo.serial_number import add as serial_add
+from fifo.versions import rules_of
 from ra.effect_types import Effect
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "checkout_one",
     "chunk_disk_msgs",
     "evaluate_limit",
+    "expire_batch",
+    "expire_head",
     "expire_msgs",
     "get_next_msg",
     "is_below_soft_limit",
@@ -72,8 +76,42 @@ def get_next_msg(s: RabbitFifoState) -> Msg | None:
     return s.messages.get()
 
 
+def _is_expired(ts: int, m: Msg) -> bool:
+    expiry = get_header("expiry", msg_header(m))
+    return expiry is not None and ts >= expiry
+
+
+def expire_batch(ts: int, s: RabbitFifoState, effects: list[Effect]) -> None:
+    """v8: take the expired prefix of returns and of every priority level at once.
+
+    All of them are dead-lettered in one call (one counter effect, or one log
+    read for at-most-once), returns first, then levels from the highest.
+    """
+    expired: list[Msg] = []
+    while s.returns and _is_expired(ts, s.returns[0]):
+        expired.append(s.returns.popleft())
+    assert isinstance(s.messages, PriorityQ)
+    expired.extend(s.messages.take_while(lambda m: _is_expired(ts, m)))
+    effects.extend(dlx.discard(expired, "expired", s.cfg.dead_letter_handler, s.dlx))
+    for m in expired:
+        s.ra_indexes.delete(msg_idx(m))
+        s.msg_bytes_enqueue -= msg_size(m)
+    s.messages_total -= len(expired)
+
+
+def expire_head(meta: Meta, s: RabbitFifoState, effects: list[Effect]) -> None:
+    """Expiry before a delivery: nothing unless the next message has expired."""
+    ts = meta["system_time"]
+    if rules_of(meta).batch_expiry:
+        m = get_next_msg(s)
+        if m is not None and _is_expired(ts, m):
+            expire_batch(ts, s, effects)
+        return
+    expire_msgs(ts, s, effects)
+
+
 def expire_msgs(ts: int, s: RabbitFifoState, effects: list[Effect]) -> bool:
-    """Drop expired messages from the head only; each one is dead-lettered."""
+    """v7: drop expired messages from the head only; each one is dead-lettered."""
     expired = False
     while True:
         m = get_next_msg(s)
@@ -93,7 +131,7 @@ def expire_msgs(ts: int, s: RabbitFifoState, effects: list[Effect]) -> bool:
 def checkout_one(meta: Meta, s: RabbitFifoState,
                  effects: list[Effect]) -> tuple[Hashable, int, Msg] | None:
     """Hand the next message to the next servable consumer, if both exist."""
-    expire_msgs(meta["system_time"], s, effects)
+    expire_head(meta, s, effects)
     sq = s.service_queue
     while True:
         key = sq.peek()

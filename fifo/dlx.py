@@ -26,6 +26,7 @@ __all__ = [
     "checkout",
     "discard",
     "overview",
+    "purge",
     "smallest_raft_index",
     "stat",
     "state_enter",
@@ -87,6 +88,21 @@ def discard(msgs: Sequence[Msg], reason: str, dlh: Any, dlx: RabbitFifoDlx) -> l
         return [mod_call(mod, fun, [*args, reason, bodies])]
 
     return [("log", idxs, read)]
+
+
+def purge(dlx: RabbitFifoDlx) -> int:
+    """Drop every dead letter, waiting or checked out to the worker (v8 ``purge``).
+
+    The worker stays checked out; returns how many messages were dropped.
+    """
+    num, _ = stat(dlx)
+    dlx.discards.clear()
+    if dlx.consumer is not None:
+        dlx.consumer.checked_out.clear()
+    dlx.ra_indexes = type(dlx.ra_indexes)()
+    dlx.msg_bytes = 0
+    dlx.msg_bytes_checkout = 0
+    return num
 
 
 def checkout(dlh: Any, dlx: RabbitFifoDlx) -> list[Any]:

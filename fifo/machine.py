@@ -49,6 +49,7 @@ from fifo.delivery import (
     checkout,
     checkout_one,
     evaluate_limit,
+    expire_batch,
     get_next_msg,
     is_over_limit,
     limit_view,
@@ -62,7 +63,6 @@ from fifo.effects import (
     monitor_process,
     send_msg,
 )
-from fifo.fifo_q import FifoQ, PriorityTag
 from fifo.msg import (
     Header,
     get_header,
@@ -81,12 +81,18 @@ from fifo.records import (
 )
 from fifo.serial_number import add as serial_add
 from fifo.serial_number import diff as serial_diff
+from fifo.versions import Rules, rules_for, rules_of
 from ra.effect_types import Effect
 
 __all__ = ["MACHINE_VERSION", "RabbitFifo"]
 
 MACHINE_VERSION = 7
+#: versions a release may select (``releases.lookup`` accepts only these)
 SUPPORTED_VERSIONS = (4, 5, 6, 7)
+#: versions the machine runs whose behaviour is not complete yet: usable by a
+#: machine built with them explicitly, never offered as a RabbitMQ release
+PARTIAL_VERSIONS = (8,)
+RUNNABLE_VERSIONS = SUPPORTED_VERSIONS + PARTIAL_VERSIONS
 #: aux commands whose handling reads the clock (`fifo.aux.handle_aux`)
 _TIMED_AUX = ("eval", "force_checkpoint")
 
@@ -119,16 +125,13 @@ def _apply_config(conf: Mapping[str, Any], s: RabbitFifoState) -> None:
     s.last_active = conf.get("created")
 
 
-def _priority_tag(raw: Any) -> PriorityTag:
-    p = mc.priority(raw)
-    return "hi" if isinstance(p, int) and p > 4 else "no"
-
-
-def _expiry_header(ts: int, raw: Any, size: int, cfg: Cfg) -> Header:
-    """Per-queue and per-message TTL; v7 gives raw (non-container) bodies none."""
-    if not mc.is_mc(raw):
+def _expiry_header(ts: int, raw: Any, size: int, cfg: Cfg, rules: Rules) -> Header:
+    """Per-queue and per-message TTL; v7 gives raw (non-container) bodies none, v8
+    gives them the queue's."""
+    if not mc.is_mc(raw) and not rules.raw_bodies_get_queue_ttl:
         return size
-    ttls = [t for t in (cfg.msg_ttl, mc.ttl(raw)) if t is not None]
+    ttls = [t for t in (cfg.msg_ttl, mc.ttl(raw) if mc.is_mc(raw) else None)
+            if t is not None]
     if not ttls:
         return size
     ttl = min(ttls)
@@ -160,9 +163,10 @@ class RabbitFifo:
 
     def __init__(self, machine_version: int = MACHINE_VERSION,
                  clock: Callable[[], int] | None = None) -> None:
-        if machine_version not in SUPPORTED_VERSIONS:
+        if machine_version not in RUNNABLE_VERSIONS:
             raise ValueError(f"unsupported rabbit_fifo machine version {machine_version}")
         self.machine_version = machine_version
+        self.rules = rules_for(machine_version)
         # Aux decisions (checkpoint intervals, expiry timers) need wall-clock
         # time; it is injected so the machine itself never reads a clock.
         self.clock = clock
@@ -173,12 +177,13 @@ class RabbitFifo:
         return self.machine_version
 
     def which_module(self, version: int) -> RabbitFifo:
-        if version in SUPPORTED_VERSIONS:
+        if version in RUNNABLE_VERSIONS:
             return self if version == self.machine_version else RabbitFifo(version, self.clock)
         raise ValueError(f"no rabbit_fifo module for machine version {version}")
 
     def init(self, config: Mapping[str, Any]) -> RabbitFifoState:
-        s = RabbitFifoState(cfg=Cfg(name=config["name"], resource=config["queue_resource"]))
+        s = RabbitFifoState(cfg=Cfg(name=config["name"], resource=config["queue_resource"]),
+                            messages=self.rules.new_messages())
         _apply_config(config, s)
         return s
 
@@ -294,8 +299,17 @@ class RabbitFifo:
                 return self._purge(meta, before, s)
             case ("garbage_collection",):
                 return (s, "ok", [("aux", "garbage_collection")])
-            case ("timeout", "expire_msgs"):
-                return checkout(meta, before, s, [])
+            case ("timeout", "expire_msgs" | ("expire_msgs", "shallow") as name):
+                rules = rules_of(meta)
+                if not rules.batch_expiry:
+                    if name != "expire_msgs":
+                        return (s, "ok", [])
+                    return checkout(meta, before, s, [])
+                # v8 expires the heads of returns and of every level, dead-lettering
+                # even an empty batch (a zero counter effect), as upstream does
+                effects: list[Effect] = []
+                expire_batch(meta["system_time"], s, effects)
+                return checkout(meta, before, s, effects)
             case ("down", pid, "noconnection"):
                 if s.cfg.consumer_strategy == "single_active":
                     return self._noconnection_sac(meta, before, pid, s)
@@ -354,9 +368,11 @@ class RabbitFifo:
 
     @staticmethod
     def _enqueue_msg(meta: Meta, raw: Any, body_size: int, s: RabbitFifoState) -> None:
-        header = _expiry_header(meta["system_time"], raw, body_size, s.cfg)
+        rules = rules_of(meta)
+        header = _expiry_header(meta["system_time"], raw, body_size, s.cfg, rules)
         header = _delivery_count_header(raw, header)
-        s.messages.in_(_priority_tag(raw), make_msg(meta["index"], header))
+        s.messages.in_(rules.message_priority(raw),
+                       make_msg(meta["index"], header, rules.packed_size_max))
         s.msg_bytes_enqueue += body_size
         s.enqueue_count += 1
         s.messages_total += 1
@@ -412,7 +428,9 @@ class RabbitFifo:
         del c.checked_out[msg_id]
         c.credit = increase_credit(c, 1)
         s.ra_indexes.delete(old_idx)
-        s.messages.in_("no", make_msg(meta["index"], header))
+        rules = rules_of(meta)
+        s.messages.in_(rules.requeue_priority,
+                       make_msg(meta["index"], header, rules.packed_size_max))
         s.enqueue_count += 1
         update_or_remove_con(meta, key, c, s)
         effects: list[Effect] = []
@@ -551,19 +569,24 @@ class RabbitFifo:
     # --- purge ---------------------------------------------------------------------------------
 
     def _purge(self, meta: Meta, before: LimitView, s: RabbitFifoState) -> Result:
+        rules = rules_of(meta)
         ready = messages_ready(s)
         if s.messages_total == ready:
             s.ra_indexes = type(s.ra_indexes)()
         else:
             for m in s.returns:
                 s.ra_indexes.delete(msg_idx(m))
-        s.messages = FifoQ()
+        s.messages = rules.new_messages()
         s.returns.clear()
         s.messages_total -= ready
         s.msg_bytes_enqueue = 0
+        purged = ready
+        if rules.purge_dead_letters:
+            # 4.3 also drops the dead letters waiting for (or held by) the dlx worker
+            purged += dlx.purge(s.dlx)
         effects: list[Effect] = [("aux", "force_checkpoint"), "garbage_collection"]
         evaluate_limit(meta["index"], before, s, effects)
-        return (s, ("purge", ready), effects)
+        return (s, ("purge", purged), effects)
 
     # --- process and node failures -------------------------------------------------------------
 

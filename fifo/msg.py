@@ -32,6 +32,7 @@ __all__ = [
     "Msg",
     "get_header",
     "incr_msg",
+    "is_packed",
     "make_msg",
     "msg_header",
     "msg_idx",
@@ -47,11 +48,22 @@ IDX_BITS = 44
 PACKED_IDX_MAX = (1 << IDX_BITS) - 1
 
 
-def make_msg(idx: int, header: Header) -> Msg:
-    """Build the most compact reference for a message at raft index `idx`."""
-    if type(header) is int and 0 <= idx <= PACKED_IDX_MAX and header >= 0:
+def make_msg(idx: int, header: Header, size_max: int | None = None) -> Msg:
+    """Build the most compact reference for a message at raft index `idx`.
+
+    `size_max` is the largest size a packed reference may hold: machine 8 packs
+    ``idx bxor (size bsl 44)`` only for sizes up to 15 bits, as upstream does,
+    so larger messages stay ``(idx, size)``; ``None`` packs any size.
+    """
+    if (type(header) is int and 0 <= idx <= PACKED_IDX_MAX and header >= 0
+            and (size_max is None or header <= size_max)):
         return idx | (header << IDX_BITS)
     return (idx, header)
+
+
+def is_packed(msg: Msg) -> bool:
+    """Whether `msg` is a packed reference (an immediate integer upstream)."""
+    return type(msg) is int
 
 
 def msg_idx(msg: Msg) -> int:

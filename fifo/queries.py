@@ -12,6 +12,7 @@ from fifo import dlx
 from fifo.consumers import active_consumer, consumer_id, find_consumer
 from fifo.delivery import messages_ready, messages_total
 from fifo.msg import Msg, unpack
+from fifo.pq import PriorityQ
 from fifo.records import Consumer, RabbitFifoState, erl_sorted
 
 __all__ = [
@@ -176,6 +177,16 @@ def overview(s: RabbitFifoState) -> dict[str, Any]:
         "delivery_limit": cfg.delivery_limit,
     }
     q = s.messages.overview()
+    if isinstance(s.messages, PriorityQ):
+        levels = {
+            "num_active_priorities": q["num_active_priorities"],
+            "messages_by_priority": q["detail"],
+        }
+    else:
+        levels = {
+            "num_ready_messages_high": q["num_hi"],
+            "num_ready_messages_normal": q["num_no"],
+        }
     ov: dict[str, Any] = {
         "type": "rabbit_fifo",
         "config": conf,
@@ -184,8 +195,7 @@ def overview(s: RabbitFifoState) -> dict[str, Any]:
         "num_checked_out": num_checked_out(s),
         "num_enqueuers": len(s.enqueuers),
         "num_ready_messages": messages_ready(s),
-        "num_ready_messages_high": q["num_hi"],
-        "num_ready_messages_normal": q["num_no"],
+        **levels,
         "num_ready_messages_return": len(s.returns),
         "num_messages": messages_total(s),
         "num_release_cursors": 0,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from fifo.fifo_q import FifoQ
 from fifo.index import RaIndexes
 from fifo.msg import Msg
+from fifo.pq import PriorityQ
 from fifo.service_queue import ServiceQueue
 
 __all__ = [
@@ -137,7 +138,7 @@ class RabbitFifoState:
     """``#rabbit_fifo{}`` in v7 field order."""
 
     cfg: Cfg = field(default_factory=Cfg)
-    messages: FifoQ = field(default_factory=FifoQ)
+    messages: FifoQ | PriorityQ = field(default_factory=FifoQ)
     messages_total: int = 0
     returns: deque[Msg] = field(default_factory=deque)
     enqueue_count: int = 0

@@ -58,7 +58,9 @@ from fifo import mc
 from fifo.commands import Settle, get_msg
 from fifo.consumers import consumer_key_from_id
 from fifo.delivery import messages_ready
+from fifo.fifo_q import FifoQ
 from fifo.msg import Msg, get_header, msg_header, msg_idx
+from fifo.pq import PriorityQ
 from fifo.records import Consumer, RabbitFifoState, erl_sorted
 from ra.effect_types import Effect
 from ra.trace_context import LogReader, TraceContext
@@ -219,6 +221,13 @@ def _indexes(msgs: Iterable[Msg]) -> array:
     return array("q", [msg_idx(m) for m in msgs])
 
 
+def _ready_view(q: FifoQ | PriorityQ) -> Any:
+    """v7: both levels and the 2:1 counter; v8: each non-empty level's indexes."""
+    if isinstance(q, PriorityQ):
+        return {p: _indexes(msgs) for p, msgs in q.buckets().items()}
+    return (_indexes(q.hi), _indexes(q.no), q.dequeue_counter)
+
+
 def _items(tag: bytes, items: Iterable[Any], out: bytearray) -> None:
     out += tag
     for item in items:
@@ -256,8 +265,7 @@ def replica_view(s: RabbitFifoState) -> dict[str, Any]:
         "service_queue": s.service_queue.to_list(),
         "consumers": consumers,
         "returns": _indexes(s.returns),
-        "messages": (_indexes(s.messages.hi), _indexes(s.messages.no),
-                     s.messages.dequeue_counter),
+        "messages": _ready_view(s.messages),
         "messages_total": s.messages_total,
         "enqueuers": {pid: e.next_seqno for pid, e in s.enqueuers.items()},
         "dlx_discards": [(r, msg_idx(m)) for r, m in s.dlx.discards],

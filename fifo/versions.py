@@ -1,0 +1,79 @@
+"""What differs between the ``rabbit_fifo`` machine versions warren builds.
+
+The machine is one module for every version (as upstream's ``which_module``
+hands each log entry to the module of its effective version); the few places
+where version 8 (RabbitMQ 4.3) behaves differently from versions 4-7
+(RabbitMQ 4.0-4.2) ask the `Rules` of the version being applied, so no handler
+carries a scattered version test of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fifo import mc
+from fifo.fifo_q import FifoQ
+from fifo.pq import DEFAULT_PRIORITY, PriorityQ, clamp_priority
+
+__all__ = ["MessageQueue", "Rules", "rules_for", "rules_of"]
+
+MessageQueue = FifoQ | PriorityQ
+
+#: v7 (and earlier) keep the size of a message of any size in a packed reference
+#: internally (the wire never carries one); v8 packs only sizes that fit 15 bits
+PACKED_SZ_MAX_V8 = 0x7FFF
+
+
+def _v7_priority(raw: Any) -> Any:
+    p = mc.priority(raw)
+    return "hi" if isinstance(p, int) and not isinstance(p, bool) and p > 4 else "no"
+
+
+def _v8_priority(raw: Any) -> Any:
+    return clamp_priority(mc.priority(raw))
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """Version-selected behaviour of the queue machine."""
+
+    version: int
+    #: a fresh ready-message queue (``rabbit_fifo_q`` or ``rabbit_fifo_pq``)
+    new_messages: Callable[[], MessageQueue]
+    #: the bucket an enqueued message goes to
+    message_priority: Callable[[Any], Any]
+    #: the bucket of a message re-appended by the ``requeue`` command
+    requeue_priority: Any
+    #: expiry takes the expired prefix of returns and of every level in one pass
+    batch_expiry: bool
+    #: largest header size kept in a packed reference (``None``: any)
+    packed_size_max: int | None
+    #: raw (non-container) bodies get the queue's message TTL
+    raw_bodies_get_queue_ttl: bool
+    #: purge also drops the at-least-once dead letters and counts them
+    purge_dead_letters: bool
+    #: at-most-once dead letters carry the ``acquired_count`` annotation
+    annotate_acquired_count: bool
+
+
+V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
+           requeue_priority="no", batch_expiry=False, packed_size_max=None,
+           raw_bodies_get_queue_ttl=False, purge_dead_letters=False,
+           annotate_acquired_count=False)
+
+V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
+           requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
+           packed_size_max=PACKED_SZ_MAX_V8, raw_bodies_get_queue_ttl=True,
+           purge_dead_letters=True, annotate_acquired_count=True)
+
+
+def rules_for(version: int) -> Rules:
+    """The rules of machine `version` (4-7 share RabbitMQ 4.0-4.2's)."""
+    return V8 if version >= 8 else V7
+
+
+def rules_of(meta: Mapping[str, Any]) -> Rules:
+    """The rules of the version an entry is applied with (``Meta.machine_version``)."""
+    return rules_for(meta.get("machine_version", 7))
