@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-# 1.1: replica_events ready, checked_out, dlx_worker_checkout; 1.2: replica_events settled
-SCHEMA_VERSION = "1.2"
+# 1.1: replica_events ready, checked_out, dlx_worker_checkout; 1.2: replica_events settled;
+# 1.3: queue_events (what a classic queue process did with each message)
+SCHEMA_VERSION = "1.3"
 SCHEMA_VERSION_KEY = b"warren.schema_version"
 SUPPORTED_MAJOR = 1
 
@@ -81,6 +82,26 @@ _TABLE_FIELDS: dict[str, list[tuple[str, pa.DataType]]] = {
         ("ready", _I64),
         ("checked_out", _I64),
     ],
+    # What a queue process (a classic queue's `rabbit_amqqueue_process`) did: its
+    # declaration (type, durability, exclusivity; the row's `node` is its home), each
+    # message it took, handed out, got settled, dropped or dead-lettered, its deletion.
+    "queue_events": [
+        ("queue", _STR),
+        ("queue_type", _STR),
+        ("msg_id", _I64),
+        ("queue_seq", _I64),
+        ("persistent", _BOOL),
+        ("channel", _STR),
+        ("consumer_tag", _STR),
+        ("redelivered", _BOOL),
+        ("ack_required", _BOOL),
+        ("outcome", _STR),
+        ("reason", _STR),
+        ("durable", _BOOL),
+        ("exclusive", _BOOL),
+        ("auto_delete", _BOOL),
+        ("value", _I64),
+    ],
     "flow_events": [
         ("entity_type", _STR),
         ("entity_id", _STR),
@@ -136,6 +157,10 @@ KINDS: dict[str, tuple[str, ...]] = {
         "applied", "leader_elected", "leader_seen", "role_change", "service_queue",
         "local_delivery", "snapshot_taken", "snapshot_installed", "recovered",
         "dlx_discard", "dlx_settled", "wal_batch", "dlx_worker_checkout", "settled",
+    ),
+    "queue_events": (
+        "queue_declared", "queue_enqueued", "queue_delivered", "queue_settled",
+        "queue_dropped", "queue_deleted",
     ),
     "flow_events": (
         "credit_blocked", "credit_unblocked", "soft_limit_on", "soft_limit_off",

@@ -40,10 +40,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import actors
+from actors import trace
 from actors.gen_server import GenServer
 from actors.pid import Pid, Ref
 from classic import commands as c
 from classic import effects as e
+from classic import history
 from classic.config import QueueConfig
 from classic.msg_store import MSG_STORE_CREDIT, STORE_CREDIT, STORE_WRITTEN, QueueStore
 from classic.queue import ClassicQueue
@@ -96,7 +98,8 @@ class QueueEnv:
     ``on_restart`` runs in a queue process restarted after a crash: it points the
     record at the new process and returns the messages the store holds for the
     queue (none for a non-durable queue), or ``None`` when the queue was deleted
-    meanwhile.
+    meanwhile. ``message_id`` finds a stored message's workload id for the history
+    rows the process records while a trace sink is installed (`classic.history`).
     """
 
     dead_letter: Callable[[e.DeadLetter], None] | None = None
@@ -105,6 +108,7 @@ class QueueEnv:
     on_deleted: Callable[[QueueConfig, e.Deleted], None] | None = None
     on_restart: Callable[[QueueConfig, QueueStore | None],
                          tuple[e.Delivery, ...] | None] | None = None
+    message_id: history.MessageId = lambda _content: None
 
 
 @dataclass
@@ -159,6 +163,8 @@ class QueueProcess(GenServer):
         owner = config.exclusive_owner
         if owner is not None:
             state.owner_ref = actors.monitor(owner)
+        if trace.enabled():
+            history.declared(config, len(recovered))
         self._arm(state)
         return ("ok", state)
 
@@ -174,6 +180,8 @@ class QueueProcess(GenServer):
             state.core.restore(recovered, _now())
         if config.exclusive_owner is not None:  # an owner already gone deletes it
             state.owner_ref = actors.monitor(config.exclusive_owner)
+        if trace.enabled():
+            history.declared(config, len(recovered))
         self._arm(state)
         return ("noreply", state)
 
@@ -232,7 +240,13 @@ class QueueProcess(GenServer):
     # --- the shell ---------------------------------------------------------------------------
 
     def _apply(self, state: QueueState, command: c.Command) -> e.Reply:
-        reply, effects = state.core.apply(command, _now())
+        now = _now()
+        if trace.enabled():
+            seen = history.before(state.core, command)
+            reply, effects = state.core.apply(command, now)
+            history.record(state.core, command, reply, effects, seen, state.env.message_id, now)
+        else:
+            reply, effects = state.core.apply(command, now)
         self._execute(state, effects)
         if not state.deleted:
             self._arm(state)

@@ -65,6 +65,7 @@ from classic.config import QueueConfig
 from classic.msg_store import QueueStore
 from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, EOL, FLOW, QueueEnv
 from classic.queue_sup import QUEUE_SUP, start_queue
+from fifo.replica_trace import ID_HEADER, id_value
 
 __all__ = ["ClassicBackend", "ClassicRecord", "ClassicSession", "server_name"]
 
@@ -85,6 +86,17 @@ def _message(content: Any) -> Message:
     return content.to_message() if isinstance(content, QqMessage) else content
 
 
+def workload_id(content: Any) -> int | None:
+    """A stored message's workload id (header ``x-warren-id``) for the history rows a
+    recorded queue process writes; None without one or with unreadable properties."""
+    message = _message(content)
+    try:
+        props = message.properties or message.content.properties()
+    except Exception:  # properties a client sent malformed carry no id
+        return None
+    return id_value((props.headers or {}).get(ID_HEADER))
+
+
 def server_name() -> str:
     """A server-generated queue name: ``amq.gen-`` and 16 random bytes in base64url."""
     return "amq.gen-" + secrets.token_urlsafe(16)
@@ -103,7 +115,7 @@ class ClassicBackend:
         self.on_deleted = on_deleted
         self.queue_sup = queue_sup
         self.env = QueueEnv(dead_letter=dead_letter, on_deleted=self._deleted,
-                            on_restart=self._restarted)
+                            on_restart=self._restarted, message_id=workload_id)
         #: `BrokerContext.check_queue_limits`, asked before a queue is created
         self.queue_limits: QueueLimits | None = None
         #: the node's message store (`classic.msg_store`) when it has a data dir
