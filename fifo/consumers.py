@@ -22,6 +22,7 @@ from fifo.records import (
     erl_key,
     erl_sorted,
 )
+from fifo.versions import rules_of
 from ra.effect_types import Effect
 
 __all__ = [
@@ -294,15 +295,18 @@ def return_one(meta: Meta, msg_id: int, msg0: Msg, delivery_failed: bool,
     """Give one checked-out message back, or dead-letter it past the delivery limit.
 
     Machine version 7 counts *every* give-back (``acquired_count``) against the
-    limit, with a strict greater-than test (as ``rabbit_fifo`` does).
+    limit; machine 8 only failed deliveries (``delivery_count``), so plain
+    requeues are unlimited. Both test strictly greater (as ``rabbit_fifo`` does).
     """
+    rules = rules_of(meta)
     c = s.consumers[key]
     msg = incr_msg(msg0, delivery_failed, anns)
     header = msg_header(msg)
     limit = s.cfg.delivery_limit
-    acquired = get_header("acquired_count", header)
-    if limit is not None and acquired is not None and acquired > limit:
-        effects.extend(dlx.discard([msg], "delivery_limit", s.cfg.dead_letter_handler, s.dlx))
+    count = get_header(rules.delivery_limit_counter, header)
+    if limit is not None and count is not None and count > limit:
+        effects.extend(dlx.discard([msg], "delivery_limit", s.cfg.dead_letter_handler, s.dlx,
+                                   rules.annotate_acquired_count))
         complete(meta, key, [msg_id], c, s)
         return
     del c.checked_out[msg_id]

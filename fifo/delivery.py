@@ -20,7 +20,7 @@ from fifo.msg import Msg, get_header, msg_header, msg_idx, msg_size, unpack
 from fifo.pq import PriorityQ
 from fifo.records import RabbitFifoState, erl_sorted
 from fifo.serial_number import add as serial_add
-from fifo.versions import rules_of
+from fifo.versions import rules_of, rules_of_state
 from ra.effect_types import Effect
 
 __all__ = [
@@ -92,7 +92,8 @@ def expire_batch(ts: int, s: RabbitFifoState, effects: list[Effect]) -> None:
         expired.append(s.returns.popleft())
     assert isinstance(s.messages, PriorityQ)
     expired.extend(s.messages.take_while(lambda m: _is_expired(ts, m)))
-    effects.extend(dlx.discard(expired, "expired", s.cfg.dead_letter_handler, s.dlx))
+    effects.extend(dlx.discard(expired, "expired", s.cfg.dead_letter_handler, s.dlx,
+                               acquired_count=True))
     for m in expired:
         s.ra_indexes.delete(msg_idx(m))
         s.msg_bytes_enqueue -= msg_size(m)
@@ -306,7 +307,8 @@ def drop_head(s: RabbitFifoState, effects: list[Effect]) -> bool:
     s.ra_indexes.delete(msg_idx(m))
     s.msg_bytes_enqueue -= msg_size(m)
     s.messages_total -= 1
-    _append_combined(effects, dlx.discard([m], "maxlen", s.cfg.dead_letter_handler, s.dlx))
+    _append_combined(effects, dlx.discard([m], "maxlen", s.cfg.dead_letter_handler, s.dlx,
+                                          rules_of_state(s).annotate_acquired_count))
     return True
 
 

@@ -55,19 +55,29 @@ def smallest_raft_index(dlx: RabbitFifoDlx) -> int | None:
     return dlx.ra_indexes.smallest()
 
 
-def annotate_msg(header: Any, msg: Any) -> Any:
-    """Copy header annotations and the failed-delivery count onto the container."""
+def annotate_msg(header: Any, msg: Any, acquired_count: bool = False) -> Any:
+    """Copy header annotations and the failed-delivery count onto the container.
+
+    Machine 8 also copies ``acquired_count`` (how often the message was given
+    back), so an at-most-once dead letter tells how often it was redelivered.
+    """
     if not (mc.is_mc(msg) and isinstance(header, dict)):
         return msg
     for k, v in header.get("anns", {}).items():
         msg = mc.set_annotation(k, v, msg)
+    if acquired_count and "acquired_count" in header:
+        msg = mc.set_annotation("acquired_count", header["acquired_count"], msg)
     if "delivery_count" in header:
         msg = mc.set_annotation("delivery_count", header["delivery_count"], msg)
     return msg
 
 
-def discard(msgs: Sequence[Msg], reason: str, dlh: Any, dlx: RabbitFifoDlx) -> list[Any]:
-    """Dead-letter `msgs` (in order) with `reason`; returns the effects."""
+def discard(msgs: Sequence[Msg], reason: str, dlh: Any, dlx: RabbitFifoDlx,
+            acquired_count: bool = False) -> list[Any]:
+    """Dead-letter `msgs` (in order) with `reason`; returns the effects.
+
+    `acquired_count`: at-most-once bodies carry that annotation (machine 8).
+    """
     if dlh is None:
         return [dead_lettered(reason, "disabled", len(msgs))]
     if dlh == "at_least_once":
@@ -84,7 +94,8 @@ def discard(msgs: Sequence[Msg], reason: str, dlh: Any, dlx: RabbitFifoDlx) -> l
 
     def read(cmds: Sequence[Any]) -> list[Any]:
         lookup = dict(zip(idxs, cmds, strict=False))
-        bodies = [annotate_msg(h, get_msg(lookup[i])) for i, h in unpacked if i in lookup]
+        bodies = [annotate_msg(h, get_msg(lookup[i]), acquired_count)
+                  for i, h in unpacked if i in lookup]
         return [mod_call(mod, fun, [*args, reason, bodies])]
 
     return [("log", idxs, read)]

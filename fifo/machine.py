@@ -399,7 +399,8 @@ class RabbitFifo:
                  c: Consumer, failed: bool, anns: Mapping[str, Any],
                  s: RabbitFifoState) -> Result:
         msgs = [incr_msg(c.checked_out[i], failed, anns) for i in msg_ids if i in c.checked_out]
-        effects = dlx.discard(msgs, "rejected", s.cfg.dead_letter_handler, s.dlx)
+        effects = dlx.discard(msgs, "rejected", s.cfg.dead_letter_handler, s.dlx,
+                              rules_of(meta).annotate_acquired_count)
         return self._complete_and_checkout(meta, before, msg_ids, key, c, effects, s)
 
     def _return(self, meta: Meta, before: LimitView, key: Hashable, msg_ids: Any,

@@ -17,7 +17,7 @@ from fifo import mc
 from fifo.fifo_q import FifoQ
 from fifo.pq import DEFAULT_PRIORITY, PriorityQ, clamp_priority
 
-__all__ = ["MessageQueue", "Rules", "rules_for", "rules_of"]
+__all__ = ["MessageQueue", "Rules", "rules_for", "rules_of", "rules_of_state"]
 
 MessageQueue = FifoQ | PriorityQ
 
@@ -56,17 +56,21 @@ class Rules:
     purge_dead_letters: bool
     #: at-most-once dead letters carry the ``acquired_count`` annotation
     annotate_acquired_count: bool
+    #: the header counter tested against the delivery limit: every give-back
+    #: (``acquired_count``) or failed deliveries only (``delivery_count``)
+    delivery_limit_counter: str
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
            requeue_priority="no", batch_expiry=False, packed_size_max=None,
            raw_bodies_get_queue_ttl=False, purge_dead_letters=False,
-           annotate_acquired_count=False)
+           annotate_acquired_count=False, delivery_limit_counter="acquired_count")
 
 V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
            packed_size_max=PACKED_SZ_MAX_V8, raw_bodies_get_queue_ttl=True,
-           purge_dead_letters=True, annotate_acquired_count=True)
+           purge_dead_letters=True, annotate_acquired_count=True,
+           delivery_limit_counter="delivery_count")
 
 
 def rules_for(version: int) -> Rules:
@@ -77,3 +81,11 @@ def rules_for(version: int) -> Rules:
 def rules_of(meta: Mapping[str, Any]) -> Rules:
     """The rules of the version an entry is applied with (``Meta.machine_version``)."""
     return rules_for(meta.get("machine_version", 7))
+
+
+def rules_of_state(s: Any) -> Rules:
+    """The rules a state was built under: a 32-level message queue is machine 8's.
+
+    For the few helpers that see the state but not the command's meta.
+    """
+    return V8 if isinstance(s.messages, PriorityQ) else V7
