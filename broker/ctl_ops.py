@@ -168,7 +168,8 @@ def add_member(vhost: str, name: str, node: str) -> str:
     new = (record.ra_name, node)
     if new in record.servers:
         raise CtlError(f"{node} is already a member of queue '{name}'")
-    config = machine_config(record, int(actors.get_node().clock.system_time_ms()))
+    config = machine_config(record, int(actors.get_node().clock.system_time_ms()),
+                            broker.release)
     version = broker.registry.machine_version
     machine = ra_glue.QueueMachine(config, version)
     server = {"id": new, "uid": api.new_uid(record.ra_name), "cluster_name": record.ra_name,

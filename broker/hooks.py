@@ -15,6 +15,7 @@ from typing import Any
 
 import actors
 from broker.queue_config import machine_config
+from broker.running import broker_of
 from channel.queue_types.queue_registry import QueueRecord
 from fifo.commands import make_update_config
 from ra import api
@@ -30,10 +31,11 @@ def policy_changed(records: list[QueueRecord]) -> None:
 
 def _update_configs(records: list[QueueRecord]) -> None:
     now = int(actors.get_node().clock.system_time_ms())
+    release = broker_of().release  # the defaults of this node's release fill the gaps
     for record in records:
         if not record.servers:
             continue
-        cmd: Any = make_update_config(machine_config(record, now))
+        cmd: Any = make_update_config(machine_config(record, now, release))
         result = api.process_command(list(record.servers), cmd, 5000)
         if result[0] != "ok":
             log.warning("policy change not applied to %s: %r", record.name, result)

@@ -253,8 +253,8 @@ class BrokerNode:
         #: the RabbitMQ release this node behaves as; the channel side reads it from
         #: its config, the queues it starts from the registry
         self.release = lookup(config.rabbitmq_version, SUPPORTED_VERSIONS)
-        self.registry = MetadataRegistry(self.metadata, RA_SYSTEM, config.quorum_cluster_size,
-                                         self.release.machine_version)
+        self.registry = MetadataRegistry(self.metadata, self.release, RA_SYSTEM,
+                                         config.quorum_cluster_size)
         #: the cluster's classic queues, by (vhost, name)
         self.classic_directory = MetadataDirectory(self.metadata)
         self.up_nodes: set[str] = set()

@@ -23,7 +23,6 @@ from channel.errors import json_term
 
 __all__ = [
     "APPLY_TO",
-    "DEFAULT_DELIVERY_LIMIT",
     "Policy",
     "PolicyError",
     "effective",
@@ -32,8 +31,6 @@ __all__ = [
 ]
 
 APPLY_TO = ("all", "queues", "exchanges", "classic_queues", "quorum_queues", "streams")
-DEFAULT_DELIVERY_LIMIT = 20
-"""`rabbit_quorum_queue`'s default when neither argument nor policy sets one (4.x)."""
 
 
 class PolicyError(ValueError):
@@ -116,14 +113,16 @@ def _min(a: Any, b: Any) -> Any:
     return min(present) if present else None
 
 
-def effective(key: str, arguments: Mapping[str, Any], policy: Mapping[str, Any]) -> Any:
+def effective(key: str, arguments: Mapping[str, Any], policy: Mapping[str, Any],
+              default_delivery_limit: int | None = None) -> Any:
     """The value of `key` (policy spelling, e.g. "max-length") for a quorum queue.
 
     Arguments vs policy, as `rabbit_quorum_queue` resolves them: limits and
     TTLs take the smaller value, `overflow` and `queue-leader-locator` prefer
     the policy, dead-letter settings prefer the argument, `delivery-limit`
     takes the larger value when either is negative (unlimited) and otherwise
-    the smaller, defaulting to 20.
+    the smaller, defaulting to `default_delivery_limit` (the node's release's:
+    20 from 4.0, none before).
     """
     arg = arguments.get("x-" + key)
     pol = policy.get(key)
@@ -135,7 +134,7 @@ def effective(key: str, arguments: Mapping[str, Any], policy: Mapping[str, Any])
         return arg if arg is not None else pol
     if key == "delivery-limit":
         if arg is None and pol is None:
-            return DEFAULT_DELIVERY_LIMIT
+            return default_delivery_limit
         if arg is None or pol is None:
             return arg if pol is None else pol
         return max(arg, pol) if arg < 0 or pol < 0 else min(arg, pol)

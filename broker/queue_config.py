@@ -16,6 +16,7 @@ from typing import Any
 from broker.policy import effective
 from channel.queue_types.queue_registry import QueueRecord
 from channel.queue_types.quorum.qq_dead_letter import handler
+from releases import Release
 
 __all__ = ["dead_letter_handler", "machine_config", "queue_resource", "ra_name"]
 
@@ -47,8 +48,9 @@ def dead_letter_handler(arguments: Mapping[str, Any], policy: Mapping[str, Any],
                    effective("dead-letter-strategy", arguments, policy), overflow, resource)
 
 
-def machine_config(record: QueueRecord, created_ms: int) -> dict[str, Any]:
-    """The full `rabbit_fifo` init / `update_config` map for `record`."""
+def machine_config(record: QueueRecord, created_ms: int, release: Release) -> dict[str, Any]:
+    """The full `rabbit_fifo` init / `update_config` map for `record`, with the
+    defaults of `release` (the node's) where neither argument nor policy says."""
     args, policy = record.arguments, record.policy
     overflow = effective("overflow", args, policy) or "drop-head"
     if overflow == "reject-publish-dlx":
@@ -64,7 +66,8 @@ def machine_config(record: QueueRecord, created_ms: int) -> dict[str, Any]:
         "max_length": effective("max-length", args, policy),
         "max_bytes": effective("max-length-bytes", args, policy),
         "single_active_consumer_on": bool(args.get("x-single-active-consumer", False)),
-        "delivery_limit": effective("delivery-limit", args, policy),
+        "delivery_limit": effective("delivery-limit", args, policy,
+                                    release.default_delivery_limit),
         "expires": effective("expires", args, policy),
         "msg_ttl": effective("message-ttl", args, policy),
         "created": created_ms,

@@ -25,9 +25,9 @@ from channel.errors import AmqpError, rs
 from channel.queue_types.queue_args import validate_quorum_args
 from channel.queue_types.queue_registry import QueueRecord, ServerId
 from fifo import ra_glue
-from fifo.machine import MACHINE_VERSION
 from ra import api
 from ra import system as ra_system
+from releases import Release
 
 __all__ = ["MetadataRegistry", "choose_nodes"]
 
@@ -57,14 +57,19 @@ _LOCATOR_ALIASES = {"random": "balanced", "least-leaders": "balanced",
 
 
 class MetadataRegistry:
-    def __init__(self, metadata: Metadata, system: str = "default",
-                 cluster_size: int = QUORUM_CLUSTER_SIZE,
-                 machine_version: int = MACHINE_VERSION) -> None:
+    def __init__(self, metadata: Metadata, release: Release, system: str = "default",
+                 cluster_size: int = QUORUM_CLUSTER_SIZE) -> None:
         self.metadata = metadata
         self.system = system
         self.cluster_size = cluster_size
-        #: the `rabbit_fifo` version new queues start at: the node's release's
-        self.machine_version = machine_version
+        #: the node's release: the `rabbit_fifo` version new queues start at and the
+        #: defaults of their config
+        self.release = release
+
+    @property
+    def machine_version(self) -> int:
+        """The `rabbit_fifo` version a queue declared here starts at."""
+        return self.release.machine_version
 
     # ------------------------------------------------------------------ reads
 
@@ -112,7 +117,8 @@ class MetadataRegistry:
         return ("created", self.lookup(vhost, name) or record)
 
     def _start_cluster(self, record: QueueRecord, nodes: builtins.list[str]) -> Any:
-        config = machine_config(record, int(actors.get_node().clock.system_time_ms()))
+        config = machine_config(record, int(actors.get_node().clock.system_time_ms()),
+                                self.release)
         config.pop("name")
         config.pop("queue_resource")
         # started from the chosen leader's node, whose member stands for election first

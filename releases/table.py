@@ -91,9 +91,11 @@ class Release:
     requeue_counts_toward_limit: bool
     """Whether `basic.nack`/`basic.reject` with requeue (and a closed channel's
     returns) count against the delivery limit."""
-    consumer_timeout_enforcer: Literal["channel", "quorum_queue"]
-    """Who closes in on a delivery left unacknowledged past `consumer_timeout`: the
-    channel on its tick (closing the channel), or the quorum queue's machine."""
+    consumer_timeout_enforcer: Literal["channel", "queue"]
+    """Who acts on a delivery left unacknowledged past `consumer_timeout`: the
+    channel on its tick (closing the channel, up to 4.2), or the queue the delivery
+    came from (4.3: `rabbit_channel`'s tick no longer looks, a quorum queue's
+    machine returns the messages and cancels the consumer)."""
     last_death_headers: bool
     """Whether dead-lettered messages carry `x-last-death-*` headers."""
     default_max_message_size: int
@@ -119,10 +121,11 @@ class Release:
             == "permitted_by_default"
 
 
-def _phases(phase: Phase, removed: Collection[str] = ()) -> Mapping[str, Phase]:
-    return MappingProxyType({feature: ("removed" if feature in removed else phase)
-                             for feature in ("global_qos", "transient_nonexcl_queues",
-                                             "queue_master_locator")})
+def _phases(phase: Phase) -> Mapping[str, Phase]:
+    """The same phase for the three deprecated features warren models: 4.0 to 4.2
+    permit them by default, 4.3 denies all three by default (none is removed yet)."""
+    return MappingProxyType({feature: phase for feature in
+                             ("global_qos", "transient_nonexcl_queues", "queue_master_locator")})
 
 
 # Erlang of the reference brokers: Debian 12's 3.10.8 runs OTP 25.2.3 and Debian 13's
@@ -171,10 +174,10 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
                               _MPL),
         machine_version=8, default_delivery_limit=20,
         delivery_count_header="delivery_count", requeue_counts_toward_limit=False,
-        consumer_timeout_enforcer="quorum_queue", last_death_headers=True,
+        consumer_timeout_enforcer="queue", last_death_headers=True,
         default_max_message_size=16_777_216, frame_min_size=8192,
         content_header_size_check=True,
-        deprecated_features=_phases("denied_by_default", removed=("queue_master_locator",))),
+        deprecated_features=_phases("denied_by_default")),
 })
 
 #: The newest release whose machine version warren builds (rabbit_fifo 7).

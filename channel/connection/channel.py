@@ -229,10 +229,13 @@ class ChannelProcess:
         actors.send_after(self.cfg.channel_tick_interval, self.me, ("tick",))
 
     def tick(self) -> None:
-        """`handle_info(tick)`: the consumer timeout of the oldest unacked delivery."""
+        """`handle_info(tick)`: the consumer timeout of the oldest unacked delivery,
+        in the releases where the channel enforces it (up to 4.2; from 4.3 the
+        queues time out their own deliveries and the tick leaves them be)."""
         self._arm_tick()
         oldest = self.unacked.oldest()
-        if oldest is None or self.state == "closing":
+        if oldest is None or self.state == "closing" \
+                or self.cfg.release.consumer_timeout_enforcer != "channel":
             return
         timeout_of = getattr(self.session, "consumer_timeout", None)
         timeout = (timeout_of(oldest.queue, self.cfg.consumer_timeout) if timeout_of is not None
@@ -521,7 +524,7 @@ class ChannelProcess:
         assert content is not None
         if m.immediate:
             raise AmqpError("NOT_IMPLEMENTED", "immediate=true")
-        size, limit = content.body_size, self.cfg.max_message_size
+        size, limit = content.body_size, self.cfg.message_size_limit
         if size > limit:
             configured = "" if limit == MAX_MSG_SIZE else "configured "
             raise AmqpError("PRECONDITION_FAILED",

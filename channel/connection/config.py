@@ -33,11 +33,15 @@ __all__ = ["BrokerContext", "Config"]
 @dataclass
 class Config:
     frame_max: int = 131072
-    initial_frame_max: int = 8192
+    initial_frame_max: int | None = None
+    """The largest frame read before tune-ok; None: `release`'s `?FRAME_MIN_SIZE`
+    (4096 up to 4.0, 8192 from 4.1), as `rabbit_reader` defaults it."""
     channel_max: int = 2047
     heartbeat: int = 60
     handshake_timeout_ms: int = 10_000
-    max_message_size: int = 16_777_216
+    max_message_size: int | None = None
+    """The largest message body accepted; None: `release`'s default (128 MiB in
+    3.10, 16 MiB from 3.13)."""
     credit_flow_default_credit: tuple[int, int] = DEFAULT_CREDIT
     silent_close_delay_ms: int = 3000
     channel_termination_timeout_ms: int = 3000
@@ -62,6 +66,20 @@ class Config:
     None: off."""
     channel_tick_interval: int = DEFAULT_TICK_INTERVAL_MS
     """How often a channel checks its oldest unacked delivery."""
+
+    @property
+    def frame_max_before_tune(self) -> int:
+        """`initial_frame_max`, else the release's `?FRAME_MIN_SIZE`."""
+        if self.initial_frame_max is None:
+            return self.release.frame_min_size
+        return self.initial_frame_max
+
+    @property
+    def message_size_limit(self) -> int:
+        """`max_message_size`, else the release's default."""
+        if self.max_message_size is None:
+            return self.release.default_max_message_size
+        return self.max_message_size
 
     def __post_init__(self) -> None:
         validate_credit(self.credit_flow_default_credit)

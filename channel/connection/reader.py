@@ -411,7 +411,7 @@ class Reader:
         if started[0] != "ok":
             raise RuntimeError(f"cannot start channel {number}: {started!r}")
         pid = started[2]
-        assembler = Assembler(self.cfg.max_message_size,
+        assembler = Assembler(self.cfg.message_size_limit,
                               self.cfg.release.content_header_size_check)
         ch = _Ch(number, pid, actors.monitor(pid), assembler)
         self.channels[number] = ch
@@ -672,7 +672,7 @@ class Reader:
 def reader_main(ctx: BrokerContext, sock: Any, sup: Any = None, helper_sup: Any = None,
                 registry: dict[Any, Reader] | None = None) -> None:
     """Entry point of the reader of an accepted socket (`connection_sup.start_connection`)."""
-    wire = Wire(sock, ctx.config.initial_frame_max)
+    wire = Wire(sock, ctx.config.frame_max_before_tune)
     reader = Reader(ctx, wire, sup, helper_sup)
     if registry is not None:
         registry[reader.me] = reader

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from releases import Release
+
 ServerId = tuple[str, str]  # (ra server name, node name)
 
 
@@ -32,6 +34,10 @@ class QueueRecord:
 
 
 class QueueRegistry(Protocol):
+    release: Release
+    """The node's release: the machine version (and config defaults) of the queues
+    it declares, which the channel's fifo clients speak."""
+
     def lookup(self, vhost: str, name: str) -> QueueRecord | None: ...
 
     def declare(self, vhost: str, name: str, *, durable: bool,

@@ -10,12 +10,15 @@ build is refused when the configuration is loaded, naming the series it can mode
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from broker.config import ConfigError, NodeConfig, load
+from broker.queue_config import machine_config
 from channel.connection.config import Config
+from channel.queue_types.queue_registry import QueueRecord
 from fifo.machine import SUPPORTED_VERSIONS
 from releases import (
     CAPABILITIES,
@@ -60,7 +63,7 @@ def test_redelivery_counting_changes_in_4_3() -> None:
     r = RELEASES["4.3"]
     assert r.delivery_count_header == "delivery_count"
     assert not r.requeue_counts_toward_limit
-    assert r.consumer_timeout_enforcer == "quorum_queue"
+    assert r.consumer_timeout_enforcer == "queue"
 
 
 def test_deprecated_features_are_permitted_until_4_3_denies_them() -> None:
@@ -69,6 +72,21 @@ def test_deprecated_features_are_permitted_until_4_3_denies_them() -> None:
         assert RELEASES["4.0"].permits(feature)
         assert RELEASES["4.2"].permits(feature)
         assert not RELEASES["4.3"].permits(feature)
+
+
+def test_4_3_denies_the_queue_master_locator_by_default_without_removing_it() -> None:
+    # rabbit_queue_location's -rabbit_deprecated_feature at v4.3.x: denied_by_default
+    assert RELEASES["4.3"].deprecated_features["queue_master_locator"] == "denied_by_default"
+    assert set(RELEASES["4.3"].deprecated_features.values()) == {"denied_by_default"}
+
+
+@pytest.mark.parametrize(("series", "limit"), [("3.10", None), ("4.0", 20), ("4.2", 20)])
+def test_a_queue_config_without_argument_or_policy_takes_the_release_delivery_limit(
+        series: str, limit: int | None) -> None:
+    record = QueueRecord("/", "q", True, {"x-queue-type": "quorum"}, "%2F_q", ())
+    assert machine_config(record, 0, RELEASES[series])["delivery_limit"] == limit
+    limited = replace(record, policy={"delivery-limit": 4})
+    assert machine_config(limited, 0, RELEASES[series])["delivery_limit"] == 4
 
 
 def test_3_10_has_no_last_death_headers_and_a_larger_message_ceiling() -> None:

@@ -8,6 +8,7 @@ from channel.protocol.framing import Content
 from channel.queue_types.backend import Message
 from channel.queue_types.qq_message import QqMessage
 from channel.queue_types.quorum.qq_cluster import fifo_config, group_size, place_members, ra_name
+from releases import RELEASES
 
 NODES = ["n1", "n2", "n3", "n4"]
 
@@ -48,19 +49,20 @@ def test_declaring_from_outside_the_cluster_starts_from_the_first_node() -> None
 
 def test_machine_config_from_arguments() -> None:
     conf = fifo_config("/", "q", {"x-max-length": 5, "x-overflow": "reject-publish",
-                                  "x-message-ttl": 100, "x-single-active-consumer": True}, 42)
+                                  "x-message-ttl": 100, "x-single-active-consumer": True}, 42,
+                       RELEASES["4.2"])
     assert conf["name"] == "%2F_q"
     assert conf["queue_resource"] == ("resource", "/", "queue", "q")
     assert (conf["max_length"], conf["overflow_strategy"], conf["msg_ttl"]) == (
         5, "reject_publish", 100)
     assert conf["single_active_consumer_on"] is True
-    assert conf["delivery_limit"] == 20  # the 4.x default lives outside the machine
+    assert conf["delivery_limit"] == 20  # the release's default lives outside the machine
     assert conf["created"] == 42
 
 
 def test_reject_publish_dlx_is_treated_as_drop_head_and_delivery_limit_is_kept() -> None:
     conf = fifo_config("/", "q", {"x-overflow": "reject-publish-dlx", "x-delivery-limit": -1},
-                       0)
+                       0, RELEASES["4.2"])
     assert conf["overflow_strategy"] == "drop_head"
     assert conf["delivery_limit"] == -1
 

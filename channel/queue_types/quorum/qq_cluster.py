@@ -17,12 +17,11 @@ from typing import Any
 from channel.errors import AmqpError, rs
 from channel.queue_types.queue_registry import ServerId
 from channel.queue_types.quorum.qq_dead_letter import handler
-from fifo.machine import MACHINE_VERSION
 from fifo.ra_glue import QueueMachine, machine_config
 from ra import api
+from releases import Release
 
 __all__ = [
-    "DEFAULT_DELIVERY_LIMIT",
     "QUORUM_CLUSTER_SIZE",
     "delete_members",
     "fifo_config",
@@ -32,8 +31,6 @@ __all__ = [
     "start_members",
 ]
 
-#: `rabbit_quorum_queue` DEFAULT_DELIVERY_LIMIT (4.0 onwards).
-DEFAULT_DELIVERY_LIMIT = 20
 #: `quorum_cluster_size`: replicas of a queue declared without an initial group size.
 QUORUM_CLUSTER_SIZE = 3
 
@@ -50,8 +47,11 @@ def queue_resource(vhost: str, name: str) -> tuple[str, str, str, str]:
 
 
 def fifo_config(vhost: str, name: str, arguments: Mapping[str, Any],
-                created_ms: int) -> dict[str, Any]:
+                created_ms: int, release: Release) -> dict[str, Any]:
     """The full machine config a declare passes (policies are not applied yet).
+
+    Without an `x-delivery-limit` the limit is `release`'s default (20 from 4.0,
+    none in 3.10).
 
     `reject-publish-dlx` is refused by quorum queues with a warning and the
     default `drop-head` is used. Dead lettering follows the
@@ -59,9 +59,9 @@ def fifo_config(vhost: str, name: str, arguments: Mapping[str, Any],
     """
     overflow = "reject_publish" if arguments.get("x-overflow") == "reject-publish" \
         else "drop_head"
-    limit = arguments.get("x-delivery-limit", DEFAULT_DELIVERY_LIMIT)
+    limit = arguments.get("x-delivery-limit", release.default_delivery_limit)
     if not isinstance(limit, int) or isinstance(limit, bool):
-        limit = DEFAULT_DELIVERY_LIMIT
+        limit = release.default_delivery_limit
     return machine_config(
         ra_name(vhost, name), queue_resource(vhost, name),
         max_length=arguments.get("x-max-length"),
@@ -109,7 +109,7 @@ def place_members(nodes: Sequence[str], declaring_node: str, size: int, locator:
 
 
 def start_members(system: str, vhost: str, name: str, servers: Sequence[ServerId],
-                  config: Mapping[str, Any], *, timeout: int = 5000,
+                  config: Mapping[str, Any], machine_version: int, *, timeout: int = 5000,
                   server_config: Mapping[str, Any] | None = None) -> None:
     """Start one member per server and let the first one stand for election.
 
@@ -117,15 +117,16 @@ def start_members(system: str, vhost: str, name: str, servers: Sequence[ServerId
     queue's first leader is the locator's choice instead, so the members are
     started one by one and the election is triggered on `servers[0]`.
     Raises 541 when the cluster does not form (the started members are
-    deleted again).
+    deleted again). Every member starts at `machine_version` (the declaring
+    node's release's).
     """
     cluster = servers[0][0]
     started: list[ServerId] = []
     for sid in servers:
         conf = {**dict(server_config or {}), "id": sid, "uid": api.new_uid(cluster),
                 "cluster_name": cluster, "initial_members": list(servers),
-                "machine": QueueMachine(dict(config), MACHINE_VERSION),
-                "initial_machine_version": MACHINE_VERSION, "log_init_args": {}}
+                "machine": QueueMachine(dict(config), machine_version),
+                "initial_machine_version": machine_version, "log_init_args": {}}
         if api.start_server(system, conf) == "ok":
             started.append(sid)
     if servers[0] in started:

@@ -20,6 +20,7 @@ import actors
 from channel.queue_types.queue_args import validate_quorum_args
 from channel.queue_types.queue_registry import QueueRecord, ServerId
 from channel.queue_types.quorum import qq_cluster
+from releases import DEFAULT_SERIES, RELEASES, Release
 
 __all__ = ["LocalRegistry"]
 
@@ -29,8 +30,12 @@ class LocalRegistry:
 
     def __init__(self, nodes: Sequence[str], *, system: str = "default",
                  cluster_size: int = qq_cluster.QUORUM_CLUSTER_SIZE, timeout: int = 5000,
-                 server_config: Mapping[str, Any] | None = None) -> None:
+                 server_config: Mapping[str, Any] | None = None,
+                 release: Release | None = None) -> None:
         self.nodes = list(nodes)
+        #: the release whose machine version and defaults new queues get
+        #: (the newest series warren builds unless told)
+        self.release = release or RELEASES[DEFAULT_SERIES]
         self.system = system
         self.cluster_size = cluster_size
         self.timeout = timeout
@@ -78,9 +83,10 @@ class LocalRegistry:
         cluster = qq_cluster.ra_name(vhost, name)
         servers = tuple((cluster, node) for node in nodes)
         created = int(actors.get_node().clock.system_time_ms())
-        config = qq_cluster.fifo_config(vhost, name, arguments, created)
+        config = qq_cluster.fifo_config(vhost, name, arguments, created, self.release)
         qq_cluster.start_members(self.system, vhost, name, servers, config,
-                                 timeout=self.timeout, server_config=self.server_config)
+                                 self.release.machine_version, timeout=self.timeout,
+                                 server_config=self.server_config)
         return QueueRecord(vhost, name, durable, dict(arguments), cluster, servers,
                            leader=servers[0])
 

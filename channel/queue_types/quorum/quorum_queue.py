@@ -207,7 +207,8 @@ class QuorumSession:
         if record is None:
             return None
         state = init(self._servers(record), self.channel, soft_limit=self.b.soft_limit,
-                     net_ticktime=self.b.net_ticktime, node=actors.node())
+                     net_ticktime=self.b.net_ticktime, node=actors.node(),
+                     machine_version=self.b.registry.release.machine_version)
         q = _Queue(record, state)
         self.queues[name] = q
         self.by_cluster[record.ra_name] = name

@@ -1,0 +1,103 @@
+"""The channel and the quorum queue type behave as the node's release: the same steps
+under two releases show where they differ.
+
+- A quorum queue starts at the `rabbit_fifo` version of the declaring node's release
+  (5 for 4.0, 7 for 4.2), and without `x-delivery-limit` it gets that release's
+  default limit (none in 3.10, 20 from 4.0).
+- Before tune-ok a connection reads frames up to the release's `?FRAME_MIN_SIZE`
+  (4096 up to 4.0, 8192 from 4.1), and a body is refused past the release's
+  `max_message_size` default (128 MiB in 3.10, 16 MiB from 3.13).
+- Up to 4.2 the channel closes on a delivery left unacknowledged past the consumer
+  timeout; in 4.3 its tick leaves that to the queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import gevent
+import pika
+import pytest
+
+from actors import Node
+from channel.connection.config import Config
+from channel.queue_types.quorum.qq_cluster import fifo_config
+from channel.queue_types.quorum.qq_registry import LocalRegistry
+from fifo.machine import RabbitFifo
+from ra import api
+from ra import system as ra_system
+from releases import RELEASES
+from tests.channel.conftest import client, make_broker
+from tests.channel.test_channel_consumer_timeout import closed_with, consume_without_ack
+
+
+@pytest.mark.parametrize(("series", "limit"), [("3.10", None), ("4.0", 20), ("4.2", 20)])
+def test_a_queue_without_a_delivery_limit_gets_its_release_default(
+        series: str, limit: int | None) -> None:
+    assert fifo_config("/", "q", {}, 0, RELEASES[series])["delivery_limit"] == limit
+    assert fifo_config("/", "q", {"x-delivery-limit": 3}, 0,
+                       RELEASES[series])["delivery_limit"] == 3
+
+
+@pytest.fixture
+def lone_node() -> Iterator[Node]:
+    n = Node("warren@127.0.0.1:1").start()
+    with n.attached():
+        assert ra_system.start()[0] == "ok"
+    yield n
+    greenlets = [p.greenlet for p in list(n.procs.values()) if p.greenlet is not None]
+    n.stop()
+    gevent.joinall(greenlets, timeout=5)
+
+
+@pytest.mark.parametrize(("series", "machine"), [("4.0", 5), ("4.2", 7)])
+def test_a_declared_queue_runs_the_machine_version_of_the_release(
+        lone_node: Node, series: str, machine: int) -> None:
+    registry = LocalRegistry([lone_node.name], release=RELEASES[series])
+    with lone_node.attached():
+        _outcome, record = registry.declare("/", "q", durable=True, arguments={},
+                                            declaring_node=lone_node.name)
+        overview = api.member_overview(record.servers[0])
+        assert overview["effective_machine_version"] == machine
+        assert registry.release.machine_version == machine
+        registry.delete("/", "q")
+
+
+def test_the_default_release_is_one_whose_machine_is_built() -> None:
+    assert RabbitFifo(LocalRegistry(["n@h:1"]).release.machine_version).machine_version == 7
+
+
+@pytest.mark.parametrize(("series", "frame_min", "max_size"), [
+    ("3.10", 4096, 134_217_728), ("4.0", 4096, 16_777_216), ("4.2", 8192, 16_777_216)])
+def test_frame_and_message_ceilings_are_the_releases_unless_configured(
+        series: str, frame_min: int, max_size: int) -> None:
+    cfg = Config(release=RELEASES[series])
+    assert (cfg.frame_max_before_tune, cfg.message_size_limit) == (frame_min, max_size)
+    set_ = Config(release=RELEASES[series], initial_frame_max=65536, max_message_size=1000)
+    assert (set_.frame_max_before_tune, set_.message_size_limit) == (65536, 1000)
+
+
+
+
+@pytest.mark.parametrize("series", ["4.2", "4.3"])
+def test_only_a_release_whose_channel_enforces_it_closes_on_the_consumer_timeout(
+        node: Node, series: str) -> None:
+    # machine-independent: the 4.3 record's choice, on the in-memory queues
+    release = replace(RELEASES["4.2"],
+                      consumer_timeout_enforcer=RELEASES[series].consumer_timeout_enforcer)
+    broker = make_broker(node, Config(silent_close_delay_ms=20, closing_timeout_ms=2000,
+                                      consumer_timeout=200, channel_tick_interval=20,
+                                      release=release))
+    try:
+        conn = client(lambda: pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", broker.port, connection_attempts=1)))
+        ch = consume_without_ack(conn, "ct")
+        reason = closed_with(conn, ch, 1.0)
+        if series == "4.2":
+            assert reason is not None and reason.reply_code == 406
+        else:  # twenty-five ticks past the timeout and the channel still consumes
+            assert reason is None and ch.is_open
+        client(conn.close)
+    finally:
+        broker.listener.stop()
