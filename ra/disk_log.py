@@ -40,9 +40,9 @@ import gevent
 
 import actors
 from actors import NotAProcess
+from ra import crash_points, snapshot_store
 from ra import segment as ra_segment
 from ra import seq as ra_seq
-from ra import snapshot_store
 from ra.durable import make_dirs
 from ra.log import (
     DEFAULT_MAX_CHECKPOINTS,
@@ -50,7 +50,7 @@ from ra.log import (
     DEFAULT_MIN_SNAPSHOT_INTERVAL,
     CorruptLog,
 )
-from ra.log_base import CHECKPOINT, SNAPSHOT, LogBase, Snapshot
+from ra.log_base import SNAPSHOT, LogBase, Snapshot
 from ra.log_base import idxterm as _idxterm
 from ra.log_ets import LogEts
 from ra.log_meta import LogMeta
@@ -141,14 +141,13 @@ class DiskLog(LogBase):
             snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, *_idxterm(old))
         self._snapshot = snaps[-1][1] if snaps else None
         snap_idx = _idxterm(self._snapshot)[0] if self._snapshot else -1
+        # every valid checkpoint newer than the snapshot is kept (thinning happens
+        # as new ones are written); older ones can never be used again
         ckpts = [s for _, s in snapshot_store.recover(self.dir, snapshot_store.CHECKPOINTS)]
-        newer = [c for c in ckpts if _idxterm(c)[0] > snap_idx]
-        keep = newer[max(0, len(newer) - self.max_checkpoints):]
-        kept = {_idxterm(c) for c in keep}
         for c in ckpts:
-            if _idxterm(c) not in kept:
+            if _idxterm(c)[0] <= snap_idx:
                 snapshot_store.delete(self.dir, snapshot_store.CHECKPOINTS, *_idxterm(c))
-        self._checkpoints = keep
+        self._checkpoints = [c for c in ckpts if _idxterm(c)[0] > snap_idx]
         for name in ra_segment.list_segments(self.dir):
             idx = self._reader.index(os.path.join(self.dir, name))
             self._seg_files[name] = (idx.first, idx.last)
@@ -227,15 +226,17 @@ class DiskLog(LogBase):
                 return seg
         return None
 
-    def _drop_segments_upto(self, idx: int) -> None:
-        """Forget intervals wholly at or below `idx`, then delete unreferenced files."""
+    def _drop_segments_upto(self, idx: int) -> int:
+        """Forget intervals wholly at or below `idx`, then delete unreferenced files;
+        returns how many files went."""
         self._segs = [s for s in self._segs if s[1] > idx]
         self._seg_starts = [s[0] for s in self._segs]
-        self._gc_segments()
+        return self._gc_segments()
 
-    def _gc_segments(self) -> None:
+    def _gc_segments(self) -> int:
         live = {s[2] for s in self._segs}
-        for name in [n for n in self._seg_files if n not in live]:
+        gone = [n for n in self._seg_files if n not in live]
+        for name in gone:
             del self._seg_files[name]
             path = os.path.join(self.dir, name)
             self._reader.forget(path)
@@ -243,6 +244,7 @@ class DiskLog(LogBase):
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+        return len(gone)
 
     def segment_refs(self) -> list[ra_segment.SegRef]:
         """The segment files this log reads from, oldest first."""
@@ -410,41 +412,32 @@ class DiskLog(LogBase):
             self._checkpoints.remove(c)
             snapshot_store.delete(self.dir, snapshot_store.CHECKPOINTS, *_idxterm(c))
 
-    def _snapshot_written(self, idxterm: IdxTerm, kind: str) -> list[Any]:
-        pending = self._pending_snapshot
-        if pending is None or pending[0] != kind or _idxterm(pending[1]) != tuple(idxterm):
-            return []
-        self._pending_snapshot = None
-        idx, term = _idxterm(pending[1])
-        if kind == CHECKPOINT:
-            self._checkpoints.append(pending[1])
-            excess = max(0, len(self._checkpoints) - self.max_checkpoints)
-            for c in self._checkpoints[:excess]:
-                snapshot_store.delete(self.dir, snapshot_store.CHECKPOINTS, *_idxterm(c))
-            del self._checkpoints[:excess]
-            return []
-        snap = self.snapshot_index_term()
-        if snap is not None and snap[0] >= idx:
-            # stale: a newer snapshot was installed meanwhile; just delete it
-            if snap != (idx, term):
-                snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, idx, term)
-            return []
-        if snap is not None:
-            snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, *snap)
-        self._snapshot = pending[1]
+    def _adopt_snapshot(self, snap: Snapshot) -> None:
+        idx, term = _idxterm(snap)
+        current = self.snapshot_index_term()
+        if current is not None:
+            snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, *current)
+        self._snapshot = snap
         self._drop_checkpoints_upto(idx)
         mem = self._mem
         for k in range(self._first, min(idx, self._last) + 1):
             mem.pop(k, None)
         self._first = idx + 1
         self._last = max(self._last, idx)
-        self._drop_segments_upto(idx)
+        deleted = self._drop_segments_upto(idx)
+        if deleted and crash_points.ARMED:
+            crash_points.reached("snapshot_segments_deleted")
         if self._last_written[0] < idx:
             self._last_written = (idx, term)
         self._pending = ra_seq.floor(idx + 1, self._pending)
         if self.log_ets is not None:
             self.log_ets.set_snapshot_index(self.uid, idx)
-        return []
+
+    def _delete_written(self, kind: str, it: IdxTerm) -> None:
+        snapshot_store.delete(self.dir, _kind_dir(kind), *it)
+
+    def first_segment_index(self) -> int | None:
+        return self._segs[0][0] if self._segs else None
 
     # ---- events -------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ra import seq as ra_seq
-from ra.log_base import CHECKPOINT, LogBase, Snapshot
+from ra.log_base import LogBase, Snapshot
 from ra.log_base import WalDown as WalDown  # re-exported: the logs' own exception
 from ra.packed import own_batch
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
@@ -181,24 +181,10 @@ class MemoryLog(LogBase):
                 self._pending_snapshot = None
         return []
 
-    def _snapshot_written(self, idxterm: IdxTerm, kind: str) -> list[Any]:
-        pending = self._pending_snapshot
-        if pending is None or pending[0] != kind:
-            return []
-        meta = pending[1][0]
-        if (int(meta["index"]), int(meta["term"])) != tuple(idxterm):
-            return []
-        self._pending_snapshot = None
+    def _adopt_snapshot(self, snap: Snapshot) -> None:
+        meta = snap[0]
         idx = int(meta["index"])
-        if kind == CHECKPOINT:
-            self._checkpoints.append(pending[1])
-            # thinned from the oldest end: the newest checkpoints are the useful ones
-            del self._checkpoints[: max(0, len(self._checkpoints) - self.max_checkpoints)]
-            return []
-        snap = self.snapshot_index_term()
-        if snap is not None and snap[0] >= idx:
-            return []  # stale: a newer snapshot was installed meanwhile
-        self._snapshot = pending[1]
+        self._snapshot = snap
         self._checkpoints = [c for c in self._checkpoints if int(c[0]["index"]) > idx]
         if idx >= self.next_index():
             self._entries = []
@@ -208,7 +194,6 @@ class MemoryLog(LogBase):
         if self._last_written[0] < idx:
             self._last_written = (idx, int(meta["term"]))
         self._pending = ra_seq.floor(idx + 1, self._pending)
-        return []
 
     # ---- driver side -----------------------------------------------------
 

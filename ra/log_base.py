@@ -11,10 +11,11 @@ logs' contract identical (tests/ra/test_ra_disk_log_contract.py runs it on both)
 
 A subclass provides ``_first``, ``_last_written``, ``_pending``, ``_wal_out``,
 ``_snapshot``, ``_checkpoints``, ``_pending_snapshot``, ``wal_up`` and the
-storage-specific ``next_index``, ``fetch_term``, ``fold``, ``_truncate_after`` and
-``_snapshot_written``. `handle_event` (the ``ra_log_event`` bodies) is shared too; an
-event only one storage knows goes to its ``_handle_storage_event``. So are the checks
-before an append or a follower's write, and ``WalDown``, which they raise.
+storage-specific ``next_index``, ``fetch_term``, ``fold``, ``_truncate_after``,
+``_adopt_snapshot`` and (for files) ``_delete_written`` and ``first_segment_index``.
+`handle_event` (the ``ra_log_event`` bodies) is shared too; an event only one
+storage knows goes to its ``_handle_storage_event``. So are the checks before an
+append or a follower's write, and ``WalDown``, which they raise.
 """
 
 from __future__ import annotations
@@ -40,6 +41,30 @@ def idxterm(snap: Snapshot) -> IdxTerm:
     return (int(snap[0]["index"]), int(snap[0]["term"]))
 
 
+#: Ra's ``?MAX_DIFF``: checkpoints closer together than this (times a factor that
+#: grows with their number) are thinned first
+CHECKPOINT_MAX_DIFF = 65_536
+
+
+def thin_checkpoints(ckpts: list[Snapshot], max_checkpoints: int) -> list[Snapshot]:
+    """``ra_snapshot:take_extra_checkpoints``: remove (and return) at most one checkpoint.
+
+    Over `max_checkpoints`, the oldest checkpoint that sits between two others
+    less than ``CHECKPOINT_MAX_DIFF * min(8, len // max_checkpoints)`` indexes
+    apart goes: the spacing widens as checkpoints pile up, so old and new
+    states stay covered. If every such gap is wider, nothing goes and the list
+    may keep more than `max_checkpoints` (as in Ra). `ckpts` is oldest first.
+    """
+    if len(ckpts) <= max_checkpoints:
+        return []
+    mult = min(8, len(ckpts) // max(1, max_checkpoints))
+    for first, middle, third in zip(ckpts, ckpts[1:], ckpts[2:], strict=False):
+        if idxterm(third)[0] - idxterm(first)[0] < CHECKPOINT_MAX_DIFF * mult:
+            ckpts.remove(middle)
+            return [middle]
+    return []
+
+
 class LogBase:
     """Bookkeeping shared by the in-memory and the on-disk log."""
 
@@ -50,6 +75,10 @@ class LogBase:
     _snapshot: Snapshot | None
     _checkpoints: list[Snapshot]
     _pending_snapshot: tuple[str, Snapshot] | None
+    #: the checkpoint being written, kept apart from the pending slot: a promotion
+    #: may take that slot while the checkpoint's write goes on
+    _checkpoint_in_flight: Snapshot | None = None
+    max_checkpoints: int
     wal_up: bool
     #: the packed run the last AppendEntries carried (`ra.replication`), until
     #: `take_wal_writes`: a leader's WAL batch of the same entries reuses it
@@ -66,10 +95,6 @@ class LogBase:
         raise NotImplementedError
 
     def fold(self, first: int, last: int) -> list[Entry]:
-        raise NotImplementedError
-
-    def _snapshot_written(self, idxterm: IdxTerm, kind: str) -> list[Any]:
-        """A ``bg_work`` write finished: adopt the snapshot or checkpoint; effects."""
         raise NotImplementedError
 
     # ---- queries --------------------------------------------------------------
@@ -161,19 +186,34 @@ class LogBase:
     ) -> list[Any]:
         """``ra_log:update_release_cursor``: maybe start writing a snapshot at `idx`.
 
-        One write at a time, and only when enough entries would be freed
-        (``min_snapshot_interval``) to be worth the copy of the state.
+        One write at a time, and only when it is worth the copy of the state
+        (`should_snapshot`).
         """
         if self._pending_snapshot is not None:
             return []
-        snap = self.snapshot_index_term()
-        snap_idx = snap[0] if snap is not None else 0
-        if not idx > snap_idx + self.min_snapshot_interval:
+        if not self.should_snapshot(idx):
             return []
         meta = self._make_meta(idx, cluster, mac_version)
         if meta is None:
             return []
         return self._start_write(SNAPSHOT, meta, mac_state)
+
+    def should_snapshot(self, idx: int) -> bool:
+        """``ra_log:should_snapshot(snapshot, ...)``: whether a release cursor at `idx` snapshots.
+
+        Either enough entries were applied since the current snapshot
+        (``min_snapshot_interval``; with none yet, `idx` itself must exceed
+        it), or segments exist and `idx` is past the first index they hold, so
+        the snapshot may well let a segment file go even within the interval.
+        """
+        snap = self.snapshot_index_term()
+        limit = (snap[0] if snap is not None else 0) + self.min_snapshot_interval
+        first_seg = self.first_segment_index()
+        return (first_seg is not None and idx > first_seg) or idx > limit
+
+    def first_segment_index(self) -> int | None:
+        """The lowest index of the segment files the log reads from (None: no segments)."""
+        return None
 
     def checkpoint(self, idx: int, cluster: Any, mac_version: int, mac_state: Any) -> list[Any]:
         """``ra_log:checkpoint``: like a snapshot but never truncates, and no fsync."""
@@ -187,8 +227,13 @@ class LogBase:
         return self._start_write(CHECKPOINT, meta, mac_state)
 
     def promote_checkpoint(self, idx: int) -> list[Any]:
-        """``{release_cursor, Idx}``: turn the newest checkpoint <= `idx` into the snapshot."""
-        if self._pending_snapshot is not None:
+        """``{release_cursor, Idx}``: turn the newest checkpoint <= `idx` into the snapshot.
+
+        Only a snapshot being written holds a promotion back: a checkpoint
+        still being written completes on its own (as ``ra_log:promote_checkpoint``).
+        """
+        pending = self._pending_snapshot
+        if pending is not None and pending[0] == SNAPSHOT:
             return []
         snap = self.snapshot_index_term()
         snap_idx = snap[0] if snap is not None else 0
@@ -212,9 +257,51 @@ class LogBase:
     def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any) -> list[Any]:
         """Stage the one snapshot/checkpoint write; the driver runs the ``bg_work``."""
         self._pending_snapshot = (kind, (meta, mac_state))
+        if kind == CHECKPOINT:
+            self._checkpoint_in_flight = (meta, mac_state)
         it = (meta["index"], meta["term"])
         return [("bg_work", ("write_snapshot", kind, meta, mac_state),
                  ("snapshot_error", it, kind))]
+
+    def _snapshot_written(self, it: IdxTerm, kind: str) -> list[Any]:
+        """``snapshot_written``: adopt the write if it is still wanted, else delete it.
+
+        A snapshot is adopted if it is the pending one and not below the log's
+        first index; anything older was overtaken (a snapshot installed
+        meanwhile) and its files go, as Ra deletes a stale snapshot. A
+        checkpoint joins the list however the pending slot changed meanwhile (a
+        promotion may have taken it), and the list is thinned
+        (`thin_checkpoints`).
+        """
+        it = (int(it[0]), int(it[1]))
+        pending = self._pending_snapshot
+        if pending is not None and pending[0] == kind and idxterm(pending[1]) == it:
+            self._pending_snapshot = None
+        if kind == CHECKPOINT:
+            ckpt, self._checkpoint_in_flight = self._checkpoint_in_flight, None
+            if ckpt is None or idxterm(ckpt) != it or it[0] < self._first:
+                self._delete_written(kind, it)
+                return []
+            self._checkpoints.append(ckpt)
+            for gone in thin_checkpoints(self._checkpoints, self.max_checkpoints):
+                self._delete_written(CHECKPOINT, idxterm(gone))
+            return []
+        current = self.snapshot_index_term()
+        if (pending is None or pending[0] != kind or idxterm(pending[1]) != it
+                or it[0] < self._first or (current is not None and current[0] >= it[0])):
+            if current != it:
+                self._delete_written(kind, it)
+            return []
+        self._adopt_snapshot(pending[1])
+        return []
+
+    def _adopt_snapshot(self, snap: Snapshot) -> None:
+        """A written snapshot becomes current: truncate the log below it (storage-specific)."""
+        raise NotImplementedError
+
+    def _delete_written(self, kind: str, it: IdxTerm) -> None:
+        """Drop the files of a snapshot or checkpoint the log does not keep."""
+        return None
 
     # ---- log events -------------------------------------------------------------
 
@@ -227,11 +314,14 @@ class LogBase:
             case ("resend_write", idx):
                 self._resend_from(idx)
                 return []
-            case ("snapshot_written", idxterm, _live, kind, *_):
-                return self._snapshot_written(idxterm, kind)
-            case ("snapshot_error", idxterm, kind, *_):
-                if self.pending_snapshot() == (kind, tuple(idxterm)):
+            case ("snapshot_written", it, _live, kind, *_):
+                return self._snapshot_written(it, kind)
+            case ("snapshot_error", it, kind, *_):
+                if self.pending_snapshot() == (kind, tuple(it)):
                     self._pending_snapshot = None
+                ckpt = self._checkpoint_in_flight
+                if kind == CHECKPOINT and ckpt is not None and idxterm(ckpt) == tuple(it):
+                    self._checkpoint_in_flight = None
                 return []
         return self._handle_storage_event(evt)
 

@@ -267,12 +267,12 @@ def test_promotion_without_a_checkpoint_does_nothing(make_log: MakeLog) -> None:
     assert make_log(entries(*[1] * 12)).promote_checkpoint(8) == []
 
 
-def test_max_checkpoints_keeps_the_newest(make_log: MakeLog) -> None:
+def test_over_max_checkpoints_the_one_between_two_close_ones_goes(make_log: MakeLog) -> None:
     log = make_log(entries(*[1] * 12), min_checkpoint_interval=0, max_checkpoints=2)
     for idx in (3, 6, 9):
         log.checkpoint(idx, CLUSTER, 0, idx)
         log.handle_event(snap_written(idx, 1, "checkpoint"))
-    assert [c[1] for c in log.checkpoints()] == [6, 9]
+    assert [c[1] for c in log.checkpoints()] == [3, 9]
 
 
 def test_the_snapshot_mark_changes_with_every_snapshot_and_checkpoint(make_log: MakeLog) -> None:
@@ -280,7 +280,7 @@ def test_the_snapshot_mark_changes_with_every_snapshot_and_checkpoint(make_log: 
     log = make_log(entries(*[1] * 12), min_snapshot_interval=0, min_checkpoint_interval=0,
                    max_checkpoints=2)
     marks = [log.snapshot_mark()]
-    for idx in (3, 6, 9):  # the third replaces the oldest: still two checkpoints
+    for idx in (3, 6, 9):  # the third thins out the second: still two checkpoints
         log.checkpoint(idx, CLUSTER, 0, idx)
         log.handle_event(snap_written(idx, 1, "checkpoint"))
         marks.append(log.snapshot_mark())

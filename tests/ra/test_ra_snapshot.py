@@ -128,12 +128,12 @@ def test_promotion_without_a_checkpoint_does_nothing() -> None:
     assert log.promote_checkpoint(8) == []
 
 
-def test_max_checkpoints_keeps_the_newest() -> None:
+def test_over_max_checkpoints_the_one_between_two_close_ones_goes() -> None:
     log = MemoryLog(entries(*[1] * 12), min_checkpoint_interval=0, max_checkpoints=2)
     for idx in (3, 6, 9):
         log.checkpoint(idx, CLUSTER, 0, idx)
         log.handle_event(written_snapshot(idx, 1, "checkpoint")[1])
-    assert [c[1] for c in log.checkpoints()] == [6, 9]
+    assert [c[1] for c in log.checkpoints()] == [3, 9]
 
 
 def test_a_log_must_continue_its_snapshot() -> None:
