@@ -11,8 +11,10 @@ the segment writer not yet told), ``segments_written`` (a flush's segments are
 renamed into place, the server not yet told), ``segments_reported`` (the server
 was sent the ``segments`` event, the WAL file not yet deleted),
 ``snapshot_before_rename`` (the snapshot is written and synced under its
-temporary name) and ``snapshot_after_rename`` (the snapshot is in place, the log
-has not taken it yet).
+temporary name), ``snapshot_after_rename`` (the snapshot is in place, the log
+has not taken it yet) and ``snapshot_segments_deleted`` (the log took the
+snapshot and deleted the segment files it covers, before it told the WAL and
+the segment writer the new snapshot index).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import signal
 
 ENV = "WARREN_RA_CRASH_AT"
 POINTS = ("wal_rollover", "segments_written", "segments_reported",
-          "snapshot_before_rename", "snapshot_after_rename")
+          "snapshot_before_rename", "snapshot_after_rename", "snapshot_segments_deleted")
 
 #: the point this process dies at, if any (read once, when the module is imported)
 ARMED: str | None = os.environ.get(ENV) or None
