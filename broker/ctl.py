@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from broker import ctl_wait
 from channel.access.passwords import DEFAULT_HASHING_ALGORITHM, hash_password
 
 __all__ = ["EX_DATAERR", "EX_SOFTWARE", "EX_UNAVAILABLE", "EX_USAGE", "add_parser", "run"]
@@ -150,6 +151,7 @@ def add_parser(sub: Any) -> None:
     ctl.add_argument("--cookie", default=None, help="default: WARREN_COOKIE or ~/.warren.cookie")
     cmds = ctl.add_subparsers(dest="ctl_command", required=True)
     _add_queue_parsers(cmds)
+    ctl_wait.add_parsers(cmds)
     for name in ("cluster_status", "alarms", "list_exchanges", "list_policies",
                  "list_connections", "list_channels", "rebalance", "dlx_workers",
                  "heal", "wal_status", "list_users", "list_permissions"):
@@ -289,7 +291,6 @@ def run(args: argparse.Namespace) -> int:
     from transports.zmq import ZmqTransport
     from transports.zmq_node import free_port
 
-    fun_name, get_args = COMMANDS[args.ctl_command]
     bad_name = node_name_error(args.node)
     if bad_name is not None:
         print(f"Error: {bad_name}", file=sys.stderr)
@@ -300,12 +301,12 @@ def run(args: argparse.Namespace) -> int:
     node = Node(name, transport=transport).start()
     try:
         with node.attached():
+            waiting = ctl_wait.COMMANDS.get(args.ctl_command)
+            if waiting is not None:
+                return waiting(args, lambda: _unreachable(args.node))
             if ping(args.node, int(min(args.timeout, 5) * 1000)) != "pong":
-                print(f"Error: unable to perform an operation on node '{args.node}'. "
-                      "Please see diagnostics information and suggestions below.\n\n"
-                      f"node {args.node} is unreachable (is it running? "
-                      "is the cookie the same?)", file=sys.stderr)
-                return EX_UNAVAILABLE
+                return _unreachable(args.node)
+            fun_name, get_args = COMMANDS[args.ctl_command]
             result = ra_system.rpc(args.node, _remote, fun_name, get_args(args),
                                    timeout=int(args.timeout * 1000))
     finally:
@@ -324,6 +325,14 @@ def run(args: argparse.Namespace) -> int:
             return EX_UNAVAILABLE if reason in ("nodedown", "timeout") else EX_SOFTWARE
     print(f"Error: unexpected reply {result!r}", file=sys.stderr)
     return EX_SOFTWARE
+
+
+def _unreachable(node: str) -> int:
+    print(f"Error: unable to perform an operation on node '{node}'. "
+          "Please see diagnostics information and suggestions below.\n\n"
+          f"node {node} is unreachable (is it running? "
+          "is the cookie the same?)", file=sys.stderr)
+    return EX_UNAVAILABLE
 
 
 def _remote(fun_name: str, fun_args: tuple[Any, ...]) -> Any:
