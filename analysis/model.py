@@ -186,11 +186,16 @@ def total_queue_status(counts: dict[str, int], drained: bool, drain_expected: bo
         if drain_expected:
             return UNKNOWN, "no completed drain: lost messages cannot be decided"
         return PASS, "workload has no drain: lost not checked"
+    notes = []
     if counts.get("dropped", 0):
-        return PASS, (f"{counts['dropped']} messages dropped by the last queue they reached "
-                      "(rejected without requeue, or returned past its delivery limit, with "
-                      "no dead-letter target): not lost")
-    return PASS, ""
+        notes.append(f"{counts['dropped']} messages dropped by the last queue they reached "
+                     "(rejected without requeue, returned past its delivery limit, expired, "
+                     "over a length limit or purged, with no dead-letter target)")
+    gone = [(counts.get("unroutable", 0), "returned unroutable"),
+            (counts.get("deleted_with_queue", 0), "deleted with their queue"),
+            (counts.get("lost_with_node", 0), "gone with a transient queue's or message's node")]
+    notes += [f"{n} {what}" for n, what in gone if n]
+    return PASS, ("; ".join(notes) + ": not lost") if notes else ""
 
 
 def simple_status(n_violations: int, applicable: bool, why_skipped: str = "") -> tuple[str, str]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from analysis import model
+from analysis import model, queue_fate
 from analysis.checks.common import (
     CheckResult,
     count_rows,
@@ -87,7 +87,7 @@ def messages(h: History, p: Params) -> DataFrame:
 
 
 def run(h: History, p: Params) -> CheckResult:
-    msgs = messages(h, p)
+    msgs = _with_excuse(h, messages(h, p))
     drained = h.drained
     settled = settles(h) if h.has("replica_events") else None
     # queues whose members recorded settles are judged by the replica form; the client
@@ -99,7 +99,7 @@ def run(h: History, p: Params) -> CheckResult:
     replica_judged = F.col("pub_queue").isin(by_replicas) if by_replicas else F.lit(False)
     dup = unexplained & ~replica_judged
     lost = F.col("has_pub") & F.lit(drained) & F.col("conf") & (F.col("oks") == 0) \
-        & ~F.col("dropped")
+        & ~F.col("dropped") & F.col("why").isNull()
     lost_kind = F.when(F.col("k_end") > 0, "lost_delivered_never_acked") \
         .otherwise("lost_never_delivered")
     bad = msgs.where(F.size("bad") > 0).select("msg_id", F.explode("bad").alias("b"))
@@ -118,6 +118,7 @@ def run(h: History, p: Params) -> CheckResult:
                                                   F.col("pub_queue")))))
     )
     pub = F.col("has_pub")
+    why = F.coalesce(F.col("why"), F.lit(""))
     ok = pub & (F.col("oks") > 0)
     conf = pub & F.col("conf")
     nack = pub & F.col("nack") & ~F.col("conf")
@@ -133,7 +134,9 @@ def run(h: History, p: Params) -> CheckResult:
         lost_never_delivered=total(lost & (F.col("k_end") == 0)),
         lost_delivered_never_acked=total(lost & (F.col("k_end") > 0)),
         dead_lettered=total(pub & (F.col("end_queue") != F.col("pub_queue"))),
-        dropped=total(pub & (F.col("oks") == 0) & F.col("dropped")),
+        dropped=total(pub & (F.col("oks") == 0) & (F.col("dropped") | (why == "dropped"))),
+        **{count: total(pub & (F.col("oks") == 0) & ~F.col("dropped") & (why == name))
+           for name, count in queue_fate.WHY.items() if name != "dropped"},
         deliveries=F.sum("n_deliveries"), unexpected=F.sum(F.size("bad")),
     )
     counts["indeterminate"] = counts["attempted"] - counts["confirmed"] - counts["nacked"]
@@ -143,6 +146,72 @@ def run(h: History, p: Params) -> CheckResult:
     n = counts["unexpected"] + counts["duplicated_beyond_redelivery"] + counts["lost"]
     return CheckResult(CHECK, status, counts["attempted"], violations, counts, note,
                        violation_count=n)
+
+
+def _with_excuse(h: History, msgs: DataFrame) -> DataFrame:
+    """`msgs` with `why`: the first of `queue_fate`'s excuses a message meets, null for
+    none. The message's own rows (a return, a queue's drop, a transient enqueue before
+    its home node's kill) come from one small aggregation by `msg_id`; the rules about
+    its queue (deleted, transient and gone with its node) from the few queue rows,
+    collected to the driver and looked up by the queue it ended in."""
+    facts = _facts(h)
+    own = _own_excuses(h, facts)
+    end = F.col("end_queue")
+    if own is None:
+        msgs = msgs.withColumn("_own", F.lit(None).cast("string"))
+    else:
+        msgs = msgs.join(own, "msg_id", "left")
+    o = F.col("_own")
+    deleted = end.isin(sorted(facts.deleted)) if facts.deleted else F.lit(False)
+    lost_q = (end.isin(sorted(facts.lost_with_node)) if facts.lost_with_node
+              else F.lit(False))
+    why = (F.when(o.isin("unroutable", "dropped"), o)
+           .when(F.coalesce(deleted, F.lit(False)), "queue_deleted")
+           .when((o == "node_down") | F.coalesce(lost_q, F.lit(False)), "node_down"))
+    return msgs.withColumn("why", F.when(~F.col("dropped"), why)).drop("_own")
+
+
+def _facts(h: History) -> queue_fate.QueueFacts:
+    if not h.has("queue_events"):
+        return queue_fate.QueueFacts()
+    rows = [r.asDict() for r in h["queue_events"]
+            .where(F.col("kind").isin("queue_declared", "queue_deleted"))
+            .select("kind", "queue", "node", "ts_ns", "durable", "exclusive").collect()]
+    kills: list[tuple[str | None, int]] = []
+    if h.has("nemesis_events"):
+        kills = [(t, r["ts_ns"]) for r in h["nemesis_events"]
+                 .where((F.col("kind") == "start") & (F.col("fault") == "kill"))
+                 .select("targets", "ts_ns").collect() for t in r["targets"] or []]
+    return queue_fate.queue_facts([r for r in rows if r["kind"] == "queue_declared"],
+                                  [r for r in rows if r["kind"] == "queue_deleted"], kills)
+
+
+def _own_excuses(h: History, facts: queue_fate.QueueFacts) -> DataFrame | None:
+    """(msg_id, _own): the excuse a message's own rows give it, the first by
+    `queue_fate`'s order (`unroutable`, `dropped`, `node_down`)."""
+    parts = []
+    if h.has("client_ops"):
+        parts.append(h["client_ops"].where(F.col("kind") == "return")
+                     .select("msg_id", F.lit(0).alias("_rank")))
+    if h.has("queue_events"):
+        q = h["queue_events"]
+        parts.append(q.where(F.col("kind") == "queue_dropped")
+                     .select("msg_id", F.lit(1).alias("_rank")))
+        if facts.last_kill:
+            kill = lit_map(facts.last_kill, "string", "bigint")[F.col("queue")]
+            parts.append(q.where((F.col("kind") == "queue_enqueued")
+                                 & (F.col("persistent") == F.lit(False))
+                                 & (F.col("ts_ns") <= kill))
+                         .select("msg_id", F.lit(2).alias("_rank")))
+    if not parts:
+        return None
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    names = F.array(*[F.lit(n) for n in ("unroutable", "dropped", "node_down")])
+    return (rows.where(F.col("msg_id").isNotNull()).groupBy("msg_id")
+            .agg(F.min("_rank").alias("_rank"))
+            .select("msg_id", names[F.col("_rank")].alias("_own")))
 
 
 def _decided_after_settle(settled: DataFrame | None, h: History) -> DataFrame:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from analysis import model
+from analysis import model, queue_fate
 from analysis.model import Params, Violation
 from analysis.reference.common import (
     Delivery,
@@ -39,6 +39,41 @@ def _fate(h: RefHistory, m: int, queue: str, ds_: list[Delivery],
 
 
 
+def _excuses(h: RefHistory) -> dict[int, str]:
+    """Per message id the first of `queue_fate`'s rules its queue rows meet: the
+    message's own rows (returned, dropped, a transient enqueue before its home's kill);
+    the queue rules are applied by `_why` to the queue it ended in."""
+    facts = _facts(h)
+    why: dict[int, str] = {}
+    for r in h.rows("queue_events", "queue_enqueued"):
+        kill = facts.last_kill.get(r["queue"])
+        if r["persistent"] is False and kill is not None and r["ts_ns"] <= kill:
+            why.setdefault(r["msg_id"], "node_down")
+    for r in h.rows("queue_events", "queue_dropped"):
+        why[r["msg_id"]] = "dropped"
+    for r in h.rows("client_ops", "return"):
+        why[r["msg_id"]] = "unroutable"
+    return why
+
+
+def _facts(h: RefHistory) -> queue_fate.QueueFacts:
+    kills = [(t, r["ts_ns"]) for r in h.rows("nemesis_events", "start")
+             if r["fault"] == "kill" for t in r["targets"] or []]
+    return queue_fate.queue_facts(h.rows("queue_events", "queue_declared"),
+                                  h.rows("queue_events", "queue_deleted"), kills)
+
+
+def _why(own: str | None, end: str, facts: queue_fate.QueueFacts) -> str | None:
+    """The excuse of a message that ended in queue `end`, by `queue_fate`'s order."""
+    if own in ("unroutable", "dropped"):
+        return own
+    if end in facts.deleted:
+        return "queue_deleted"
+    if own == "node_down" or end in facts.lost_with_node:
+        return "node_down"
+    return None
+
+
 def total_queue(h: RefHistory, p: Params) -> RefResult:
     check = "total_queue"
     ops = h.rows("client_ops")
@@ -68,6 +103,9 @@ def total_queue(h: RefHistory, p: Params) -> RefResult:
                             "duplicated", "duplicated_beyond_redelivery", "recovered_nacked",
                             "recovered_indeterminate", "settled_ok", "dead_lettered",
                             "dropped"), 0)
+    counts.update(dict.fromkeys(("unroutable", "deleted_with_queue", "lost_with_node"), 0))
+    own_why = _excuses(h)
+    facts = _facts(h)
     discarded: set[tuple[int, str]] = set()
     for r in h.rows("replica_events", "dlx_discard"):
         target = h.meta.queues.get(r["queue"], {}).get("dlx_target")
@@ -105,8 +143,9 @@ def total_queue(h: RefHistory, p: Params) -> RefResult:
         counts["dead_lettered"] += end != pub["queue"]
         if oks:
             continue
-        if dropped:
-            counts["dropped"] += 1
+        why = None if dropped else _why(own_why.get(m), end, facts)
+        if dropped or why is not None:
+            counts[queue_fate.WHY[why or "dropped"]] += 1
         elif drained and m in confirmed:
             there = [d for d in ds_ if d.row["queue"] == end]
             kind = "lost_delivered_never_acked" if there else "lost_never_delivered"

@@ -712,5 +712,5 @@ def a_carried_delivery_count_may_repeat_across_decisions(
     return [], {"local_delivery": "pass"}
 
 
-# the final-state and returns-order cases register themselves in CASES
-from tests.analysis import cases_final, cases_returns  # noqa: E402, F401
+# the classic-queue, final-state and returns-order cases register themselves in CASES
+from tests.analysis import cases_classic, cases_final, cases_returns  # noqa: E402, F401
