@@ -196,19 +196,20 @@ def activate_next_consumer(s: RabbitFifoState, effects: list[Effect]) -> None:
 
 
 def merge_consumer(c: Consumer, cmeta: Mapping[str, Any], life: Lifetime, mode: Any,
-                   priority: int) -> Consumer:
-    c.cfg = replace(c.cfg, priority=priority, meta=cmeta, credit_mode=mode, lifetime=life)
+                   priority: int, timeout: int | None = None) -> Consumer:
+    c.cfg = replace(c.cfg, priority=priority, meta=cmeta, credit_mode=mode, lifetime=life,
+                    timeout=timeout)
     c.status = "up"
     c.credit = max(0, included_credit(mode) - len(c.checked_out))
     return c
 
 
 def _new_consumer(cid: tuple[Any, Any], cmeta: Mapping[str, Any], life: Lifetime, mode: Any,
-                  priority: int) -> Consumer:
+                  priority: int, timeout: int | None = None) -> Consumer:
     tag, pid = cid
     return Consumer(
         cfg=ConsumerCfg(meta=cmeta, pid=pid, tag=tag, credit_mode=mode, lifetime=life,
-                        priority=priority),
+                        priority=priority, timeout=timeout),
         credit=included_credit(mode),
         delivery_count=initial_delivery_count(mode),
     )
@@ -218,24 +219,26 @@ def update_consumer(meta: Meta, key: Hashable, cid: tuple[Any, Any], cmeta: Mapp
                     spec: tuple[Lifetime, Any], priority: int, s: RabbitFifoState) -> Consumer:
     """Create or merge the consumer for a checkout; returns the record replied on."""
     life, mode = spec
+    default_timeout = rules_of(meta).default_consumer_timeout
+    timeout = None if default_timeout is None else cmeta.get("timeout", default_timeout)
     if s.cfg.consumer_strategy == "competing":
         existing = s.consumers.get(key)
         if existing is not None:
-            c = merge_consumer(existing, cmeta, life, mode, priority)
+            c = merge_consumer(existing, cmeta, life, mode, priority, timeout)
         else:
-            c = _new_consumer(cid, cmeta, life, mode, priority)
+            c = _new_consumer(cid, cmeta, life, mode, priority, timeout)
         update_or_remove_con(meta, key, c, s)
         return c
     active = active_consumer(s.consumers)
     if active is not None and active[0] == key and active[1].status == "up":
-        c = merge_consumer(active[1], cmeta, life, mode, priority)
+        c = merge_consumer(active[1], cmeta, life, mode, priority, timeout)
         update_or_remove_con(meta, key, c, s)
         return c
     if active is None and key in s.consumers:
-        c = merge_consumer(s.consumers[key], cmeta, life, mode, priority)
+        c = merge_consumer(s.consumers[key], cmeta, life, mode, priority, timeout)
         update_or_remove_con(meta, key, c, s)
         return c
-    c = _new_consumer(cid, cmeta, life, mode, priority)
+    c = _new_consumer(cid, cmeta, life, mode, priority, timeout)
     s.waiting_consumers = add_waiting((key, c), s.waiting_consumers)
     return c
 
@@ -278,6 +281,7 @@ def complete(meta: Meta, key: Hashable, msg_ids: Iterable[int], c: Consumer,
     size = 0
     for msg_id in msg_ids:
         m = c.checked_out.pop(msg_id, None)
+        c.lock_expirations.pop(msg_id, None)
         if m is None:
             continue
         n += 1
@@ -310,6 +314,7 @@ def return_one(meta: Meta, msg_id: int, msg0: Msg, delivery_failed: bool,
         complete(meta, key, [msg_id], c, s)
         return
     del c.checked_out[msg_id]
+    c.lock_expirations.pop(msg_id, None)
     c.credit = increase_credit(c, 1)
     s.consumers[key] = c
     s.returns.append(msg)

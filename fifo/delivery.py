@@ -151,6 +151,12 @@ def checkout_one(meta: Meta, s: RabbitFifoState,
         assert msg is not None
         msg_id = c.next_msg_id
         c.checked_out[msg_id] = msg
+        if c.cfg.timeout is not None:
+            # v8: the consumer timeout releases the message after this time
+            lock = meta["system_time"] + c.cfg.timeout
+            c.lock_expirations[msg_id] = lock
+            nct = s.next_consumer_timeout
+            s.next_consumer_timeout = lock if nct is None else min(nct, lock)
         c.next_msg_id = msg_id + 1
         c.credit -= 1
         mode = c.cfg.credit_mode

@@ -44,6 +44,7 @@ from fifo.consumers import (
     update_consumer_active_effect,
     update_or_remove_con,
 )
+from fifo.convert import convert_v7_to_v8
 from fifo.delivery import (
     LimitView,
     checkout,
@@ -100,7 +101,7 @@ Meta = Mapping[str, Any]
 Result = tuple[RabbitFifoState, Any] | tuple[RabbitFifoState, Any, list[Any]]
 
 
-def _apply_config(conf: Mapping[str, Any], s: RabbitFifoState) -> None:
+def _apply_config(conf: Mapping[str, Any], s: RabbitFifoState, rules: Rules) -> None:
     """Replace every cfg field from `conf`, defaults for absent keys (``update_config``)."""
     limit = conf.get("delivery_limit")
     if isinstance(limit, int | float) and limit < 0:
@@ -120,9 +121,13 @@ def _apply_config(conf: Mapping[str, Any], s: RabbitFifoState) -> None:
         delivery_limit=limit,
         expires=conf.get("expires"),
         msg_ttl=conf.get("msg_ttl"),
+        consumer_disconnected_timeout=conf.get("consumer_disconnected_timeout",
+                                               rules.default_disconnected_timeout),
+        delayed_retry=conf.get("delayed_retry", rules.default_delayed_retry),
     )
     # v7 resets last_active on every update, even to undefined (fixed in v8)
-    s.last_active = conf.get("created")
+    if not rules.last_active_from_created_once or s.last_active is None:
+        s.last_active = conf.get("created")
 
 
 def _expiry_header(ts: int, raw: Any, size: int, cfg: Cfg, rules: Rules) -> Header:
@@ -184,7 +189,7 @@ class RabbitFifo:
     def init(self, config: Mapping[str, Any]) -> RabbitFifoState:
         s = RabbitFifoState(cfg=Cfg(name=config["name"], resource=config["queue_resource"]),
                             messages=self.rules.new_messages())
-        _apply_config(config, s)
+        _apply_config(config, s, self.rules)
         return s
 
     def overview(self, s: RabbitFifoState) -> dict[str, Any]:
@@ -245,6 +250,8 @@ class RabbitFifo:
     # --- apply -------------------------------------------------------------------------------
 
     def apply(self, meta: Meta, cmd: Any, s: RabbitFifoState) -> Result:
+        if rules_of(meta).records_command_time:
+            s.last_command_time = meta["system_time"]
         before = limit_view(s)
         match cmd:
             case ("enqueue", pid, seq, raw):
@@ -332,12 +339,14 @@ class RabbitFifo:
                 old = s.cfg.dead_letter_handler
                 new = conf.get("dead_letter_handler", old)
                 s.dlx, effects = dlx.update_config(old, new, s.cfg.resource, s.dlx)
-                _apply_config(conf, s)
+                _apply_config(conf, s, rules_of(meta))
                 return checkout(meta, before, s, effects)
-            case ("machine_version", from_v, _to_v):
-                if from_v not in SUPPORTED_VERSIONS:
+            case ("machine_version", from_v, to_v):
+                if from_v not in RUNNABLE_VERSIONS:
                     raise NotImplementedError(
                         f"converting a machine version {from_v} state is not supported")
+                if from_v <= 7 < to_v:
+                    s = convert_v7_to_v8(meta, s)
                 return (s, "ok", [("aux", ("dlx", "setup"))])
             case ("dlx", sub):
                 effects = dlx.apply(sub, s.cfg.dead_letter_handler, s.dlx)
@@ -427,6 +436,7 @@ class RabbitFifo:
         s.msg_bytes_checkout -= size
         s.msg_bytes_enqueue += size
         del c.checked_out[msg_id]
+        c.lock_expirations.pop(msg_id, None)
         c.credit = increase_credit(c, 1)
         s.ra_indexes.delete(old_idx)
         rules = rules_of(meta)

@@ -13,7 +13,7 @@ from fifo.consumers import active_consumer, consumer_id, find_consumer
 from fifo.delivery import messages_ready, messages_total
 from fifo.msg import Msg, unpack
 from fifo.pq import PriorityQ
-from fifo.records import Consumer, RabbitFifoState, erl_sorted
+from fifo.records import Consumer, RabbitFifoState, erl_sorted, is_suspected
 
 __all__ = [
     "all_nodes",
@@ -60,7 +60,9 @@ def query_waiting_consumers(s: RabbitFifoState) -> list[tuple[Hashable, Consumer
 
 
 def query_consumer_count(s: RabbitFifoState) -> int:
-    up = sum(1 for c in s.consumers.values() if c.status != "suspected_down")
+    # v8 counts only consumers with an atom status (not suspected, not timed out)
+    up = sum(1 for c in s.consumers.values()
+             if c.status != "suspected_down" and not isinstance(c.status, tuple))
     return up + len(s.waiting_consumers)
 
 
@@ -78,14 +80,14 @@ def query_consumers(s: RabbitFifoState) -> dict[Hashable, tuple[Any, ...]]:
     sac = s.cfg.consumer_strategy == "single_active"
     active_id = query_single_active_consumer(s) if sac else None
 
-    def activity(c: Consumer) -> tuple[bool, str]:
+    def activity(c: Consumer) -> tuple[bool, Any]:
         if sac:
             if active_id == ("value", consumer_id(c)):
                 return (True, "single_active")
             return (False, "waiting")
-        if c.status == "suspected_down":
-            return (False, c.status)
-        return (True, c.status)
+        if is_suspected(c.status):
+            return (False, "suspected_down")
+        return (True, c.status)  # v8 shows ("timeout", S) as it is, as upstream does
 
     def row(c: Consumer) -> tuple[Any, ...]:
         meta = c.cfg.meta
@@ -157,7 +159,7 @@ def is_expired(ts: int, s: RabbitFifoState) -> bool:
     """Queue TTL: idle for longer than ``expires`` with no live consumer (``tick/2``)."""
     if s.last_active is None or s.cfg.expires is None:
         return False
-    live = any(c.status != "suspected_down" for c in s.consumers.values())
+    live = any(not is_suspected(c.status) for c in s.consumers.values())
     return ts > s.last_active + s.cfg.expires and not live
 
 

@@ -30,9 +30,12 @@ __all__ = [
     "copy_state",
     "erl_key",
     "erl_sorted",
+    "is_suspected",
 ]
 
-ConsumerStatus = Literal["up", "suspected_down", "cancelled", "quiescing"]
+ConsumerStatus = Literal["up", "suspected_down", "cancelled", "quiescing"] | tuple[str, str]
+"""v7: an atom; v8 also ``("suspected_down", Inner)`` and ``("timeout", Inner)``, `Inner`
+the status the consumer returns to (``up``, ``cancelled`` or ``quiescing``)."""
 
 Lifetime = Literal["once", "auto"]
 """A consumer's credit lifetime: ``once`` (credit given once) or ``auto`` (renewed)."""
@@ -48,11 +51,18 @@ class ConsumerCfg:
     credit_mode: Any = None  # ("simple_prefetch", Max) | ("credited", DC) | "credited"
     lifetime: Lifetime = "once"
     priority: int = 0
+    #: v8: ms a delivered message may stay unsettled (``None`` in v7)
+    timeout: int | None = None
 
 
 @dataclass(slots=True)
 class Consumer:
-    """``#consumer{}``; ``checked_out`` maps msg id to message reference."""
+    """``#consumer{}``; ``checked_out`` maps msg id to message reference.
+
+    v8 pairs every checked-out message with its lock expiration
+    (``{LockExpiration, Msg}`` upstream); warren keeps those times beside the
+    messages in ``lock_expirations`` so both versions share one ``checked_out``.
+    """
 
     cfg: ConsumerCfg
     status: ConsumerStatus = "up"
@@ -60,9 +70,17 @@ class Consumer:
     checked_out: dict[int, Msg] = field(default_factory=dict)
     credit: int = 0
     delivery_count: int = 0
+    #: v8: the drain flag of the last ``credit`` command
+    drain: bool = False
+    #: v8: ids released by the consumer timeout that the client has not settled yet
+    timed_out_msg_ids: list[int] = field(default_factory=list)
+    #: v8: msg id -> system time after which the consumer timeout releases it
+    lock_expirations: dict[int, int] = field(default_factory=dict)
 
     def copy(self) -> Consumer:
-        return replace(self, checked_out=dict(self.checked_out))
+        return replace(self, checked_out=dict(self.checked_out),
+                       timed_out_msg_ids=list(self.timed_out_msg_ids),
+                       lock_expirations=dict(self.lock_expirations))
 
 
 @dataclass(slots=True)
@@ -96,8 +114,10 @@ class Cfg:
     delivery_limit: int | None = None
     expires: int | None = None
     msg_ttl: int | None = None
-    unused_2: tuple[()] = ()
-    unused_3: tuple[()] = ()
+    #: v8 (unused slots in v7): ms a suspected consumer keeps its messages
+    consumer_disconnected_timeout: int | None = None
+    #: v8: ``"disabled"`` or ``(mode, min_ms, max_ms)``
+    delayed_retry: Any = None
 
 
 @dataclass(slots=True)
@@ -154,6 +174,16 @@ class RabbitFifoState:
     last_active: int | None = None
     msg_cache: tuple[int, Any] | None = None
     unused_2: tuple[()] = ()
+    #: v8: the earliest lock expiration of any checked-out message (None: infinity)
+    next_consumer_timeout: int | None = None
+    #: v8: ``system_time`` of the last applied command
+    last_command_time: int = 0
+
+
+def is_suspected(status: ConsumerStatus) -> bool:
+    """v7 ``suspected_down`` or v8 ``{suspected_down, Inner}``."""
+    return status == "suspected_down" or (isinstance(status, tuple)
+                                          and status[0] == "suspected_down")
 
 
 def copy_state(s: RabbitFifoState) -> RabbitFifoState:
@@ -174,6 +204,8 @@ def copy_state(s: RabbitFifoState) -> RabbitFifoState:
         waiting_consumers=[(k, c.copy()) for k, c in s.waiting_consumers],
         last_active=s.last_active,
         msg_cache=s.msg_cache,
+        next_consumer_timeout=s.next_consumer_timeout,
+        last_command_time=s.last_command_time,
     )
 
 

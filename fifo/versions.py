@@ -24,6 +24,8 @@ MessageQueue = FifoQ | PriorityQ
 #: v7 (and earlier) keep the size of a message of any size in a packed reference
 #: internally (the wire never carries one); v8 packs only sizes that fit 15 bits
 PACKED_SZ_MAX_V8 = 0x7FFF
+DEFAULT_CONSUMER_TIMEOUT_MS = 1_800_000
+DEFAULT_DISCONNECTED_TIMEOUT_MS = 60_000
 
 
 def _v7_priority(raw: Any) -> Any:
@@ -59,18 +61,35 @@ class Rules:
     #: the header counter tested against the delivery limit: every give-back
     #: (``acquired_count``) or failed deliveries only (``delivery_count``)
     delivery_limit_counter: str
+    #: a consumer's timeout when its checkout names none (``None``: no consumer
+    #: timeout in the machine; the channel enforces it)
+    default_consumer_timeout: int | None
+    #: config defaults of the keys only machine 8 has
+    default_disconnected_timeout: int | None
+    default_delayed_retry: Any
+    #: ``update_config`` takes ``created`` as last activity only while none is known
+    last_active_from_created_once: bool
+    #: the state keeps the ``system_time`` of the last applied command
+    records_command_time: bool
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
            requeue_priority="no", batch_expiry=False, packed_size_max=None,
            raw_bodies_get_queue_ttl=False, purge_dead_letters=False,
-           annotate_acquired_count=False, delivery_limit_counter="acquired_count")
+           annotate_acquired_count=False, delivery_limit_counter="acquired_count",
+           default_consumer_timeout=None, default_disconnected_timeout=None,
+           default_delayed_retry=None, last_active_from_created_once=False,
+           records_command_time=False)
 
 V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
            packed_size_max=PACKED_SZ_MAX_V8, raw_bodies_get_queue_ttl=True,
            purge_dead_letters=True, annotate_acquired_count=True,
-           delivery_limit_counter="delivery_count")
+           delivery_limit_counter="delivery_count",
+           default_consumer_timeout=DEFAULT_CONSUMER_TIMEOUT_MS,
+           default_disconnected_timeout=DEFAULT_DISCONNECTED_TIMEOUT_MS,
+           default_delayed_retry="disabled", last_active_from_created_once=True,
+           records_command_time=True)
 
 
 def rules_for(version: int) -> Rules:
