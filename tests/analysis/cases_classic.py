@@ -110,7 +110,8 @@ def classic_exclusive_queue_deleted_with_its_owner_takes_its_messages(
 @case
 def classic_drops_by_ttl_and_length_are_not_lost(
         b: Builder) -> tuple[list[Violation], dict[str, str]]:
-    b.open("p"), b.open("c")
+    b.open("p")
+    b.open("c")
     declare(b, "ttl")
     published(b, "ttl", 1)
     qev(b, "queue_dropped", "ttl", m=1, reason="expired", outcome="dropped")
