@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.wire import frozen_init
+from releases import DEFAULT_SERIES, RELEASES
 
 __all__ = [
     "CACHE_SEG_TIMEOUT",
@@ -34,6 +35,9 @@ __all__ = [
 SOFT_LIMIT = 32
 #: The slow-state timer: when it fires the session looks for a leader and resends.
 TIMER_TIME = 10_000
+#: the machine a session speaks to unless told (the channel passes its node's
+#: release's): the default release's
+DEFAULT_MACHINE_VERSION = RELEASES[DEFAULT_SERIES].machine_version
 #: Timeout of the synchronous administrative calls (purge, update_config).
 COMMAND_TIMEOUT = 30_000
 #: Prefetch 0 means "unlimited"; the machine needs a number, so a large one is used.
@@ -57,7 +61,7 @@ class ClientCfg:
     node: Any = None
     soft_limit: int = SOFT_LIMIT
     timeout: int = 65_000
-    machine_version: int = 7
+    machine_version: int = DEFAULT_MACHINE_VERSION
 
 
 @frozen_init
@@ -101,7 +105,8 @@ class ClientState:
 
 
 def init(servers: Sequence[Any], self_pid: Any, *, soft_limit: int = SOFT_LIMIT,
-         net_ticktime: int = 60, machine_version: int = 7, node: Any = None) -> ClientState:
+         net_ticktime: int = 60, machine_version: int = DEFAULT_MACHINE_VERSION,
+         node: Any = None) -> ClientState:
     """A fresh session; `servers` should list the known leader first.
 
     The call timeout is ``(net_ticktime + 5) s`` so that a call to a member on a

@@ -2,8 +2,8 @@
 under two releases show where they differ.
 
 - A quorum queue starts at the `rabbit_fifo` version of the declaring node's release
-  (5 for 4.0, 7 for 4.2), and without `x-delivery-limit` it gets that release's
-  default limit (none in 3.10, 20 from 4.0).
+  (5 for 4.0, 7 for 4.2), which the channels' fifo clients speak, and without
+  `x-delivery-limit` it gets that release's default limit (none in 3.10, 20 from 4.0).
 - Before tune-ok a connection reads frames up to the release's `?FRAME_MIN_SIZE`
   (4096 up to 4.0, 8192 from 4.1), and a body is refused past the release's
   `max_message_size` default (128 MiB in 3.10, 16 MiB from 3.13).
@@ -24,6 +24,7 @@ from actors import Node
 from channel.connection.config import Config
 from channel.queue_types.quorum.qq_cluster import fifo_config
 from channel.queue_types.quorum.qq_registry import LocalRegistry
+from channel.queue_types.quorum.quorum_queue import QuorumBackend
 from fifo.machine import RabbitFifo
 from ra import api
 from ra import system as ra_system
@@ -60,7 +61,10 @@ def test_a_declared_queue_runs_the_machine_version_of_the_release(
                                             declaring_node=lone_node.name)
         overview = api.member_overview(record.servers[0])
         assert overview["effective_machine_version"] == machine
-        assert registry.release.machine_version == machine
+        # and a channel's fifo client speaks that machine's protocol to it
+        session = QuorumBackend(lone_node, registry).session(None, "/", None, "guest")
+        queue = session._queue("q")
+        assert queue is not None and queue.client.cfg.machine_version == machine
         registry.delete("/", "q")
 
 
