@@ -47,6 +47,9 @@ __all__ = [
 
 Meta = Mapping[str, Any]
 
+_ACTIVE: tuple[Any, ...] = ("up", "quiescing", ("suspected_down", "up"),
+                            ("suspected_down", "quiescing"))
+
 
 def consumer_id(c: Consumer) -> tuple[Any, Any]:
     return (c.cfg.tag, c.cfg.pid)
@@ -156,10 +159,13 @@ def add_waiting(
 
 
 def active_consumer(consumers: Mapping[Hashable, Consumer]) -> tuple[Hashable, Consumer] | None:
-    """First consumer in key order whose status makes it the active one."""
+    """First consumer in key order whose status makes it the active one.
+
+    In v8 a suspected consumer stays active until its disconnected timeout fires.
+    """
     for key in erl_sorted(consumers):
         c = consumers[key]
-        if c.status in ("up", "quiescing"):
+        if c.status in _ACTIVE:
             return (key, c)
     return None
 
@@ -196,9 +202,9 @@ def activate_next_consumer(s: RabbitFifoState, effects: list[Effect]) -> None:
 
 
 def merge_consumer(c: Consumer, cmeta: Mapping[str, Any], life: Lifetime, mode: Any,
-                   priority: int, timeout: int | None = None) -> Consumer:
-    c.cfg = replace(c.cfg, priority=priority, meta=cmeta, credit_mode=mode, lifetime=life,
-                    timeout=timeout)
+                   priority: int) -> Consumer:
+    """A re-checkout of a known key; v8 keeps the consumer timeout of the first one."""
+    c.cfg = replace(c.cfg, priority=priority, meta=cmeta, credit_mode=mode, lifetime=life)
     c.status = "up"
     c.credit = max(0, included_credit(mode) - len(c.checked_out))
     return c
@@ -224,18 +230,18 @@ def update_consumer(meta: Meta, key: Hashable, cid: tuple[Any, Any], cmeta: Mapp
     if s.cfg.consumer_strategy == "competing":
         existing = s.consumers.get(key)
         if existing is not None:
-            c = merge_consumer(existing, cmeta, life, mode, priority, timeout)
+            c = merge_consumer(existing, cmeta, life, mode, priority)
         else:
             c = _new_consumer(cid, cmeta, life, mode, priority, timeout)
         update_or_remove_con(meta, key, c, s)
         return c
     active = active_consumer(s.consumers)
     if active is not None and active[0] == key and active[1].status == "up":
-        c = merge_consumer(active[1], cmeta, life, mode, priority, timeout)
+        c = merge_consumer(active[1], cmeta, life, mode, priority)
         update_or_remove_con(meta, key, c, s)
         return c
     if active is None and key in s.consumers:
-        c = merge_consumer(s.consumers[key], cmeta, life, mode, priority, timeout)
+        c = merge_consumer(s.consumers[key], cmeta, life, mode, priority)
         update_or_remove_con(meta, key, c, s)
         return c
     c = _new_consumer(cid, cmeta, life, mode, priority, timeout)

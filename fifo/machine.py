@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from fifo import dlx, mc
+from fifo import disconnect, dlx, mc
 from fifo import queries as q
 from fifo.aux import AuxState, handle_aux, init_aux
 from fifo.commands import get_msg, make_settle
@@ -318,6 +318,8 @@ class RabbitFifo:
                 expire_batch(meta["system_time"], s, effects)
                 return checkout(meta, before, s, effects)
             case ("down", pid, "noconnection"):
+                if rules_of(meta).suspects_keep_messages:
+                    return checkout(meta, before, s, disconnect.noconnection(meta, pid, s))
                 if s.cfg.consumer_strategy == "single_active":
                     return self._noconnection_sac(meta, before, pid, s)
                 return self._noconnection(meta, before, pid, s)
@@ -326,7 +328,15 @@ class RabbitFifo:
                 activate_next_consumer(s, effects)
                 return checkout(meta, before, s, effects)
             case ("nodeup", node):
+                if rules_of(meta).suspects_keep_messages:
+                    return checkout(meta, before, s, disconnect.nodeup(meta, node, s))
                 return self._nodeup(meta, before, node, s)
+            case ("timeout", ("consumer_disconnected_timeout", key)) if rules_of(
+                    meta).suspects_keep_messages:
+                timed_out = disconnect.disconnected_timeout(meta, key, s)
+                if timed_out is None:
+                    return (s, [])
+                return checkout(meta, before, s, timed_out)
             case ("nodedown", _node):
                 return (s, "ok")
             case ("purge_nodes", nodes):

@@ -71,6 +71,9 @@ class Rules:
     last_active_from_created_once: bool
     #: the state keeps the ``system_time`` of the last applied command
     records_command_time: bool
+    #: a consumer whose process is suspected keeps its messages until the
+    #: ``consumer_disconnected_timeout`` fires (before: returned at once)
+    suspects_keep_messages: bool
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
@@ -79,7 +82,7 @@ V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
            annotate_acquired_count=False, delivery_limit_counter="acquired_count",
            default_consumer_timeout=None, default_disconnected_timeout=None,
            default_delayed_retry=None, last_active_from_created_once=False,
-           records_command_time=False)
+           records_command_time=False, suspects_keep_messages=False)
 
 V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
@@ -89,7 +92,7 @@ V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            default_consumer_timeout=DEFAULT_CONSUMER_TIMEOUT_MS,
            default_disconnected_timeout=DEFAULT_DISCONNECTED_TIMEOUT_MS,
            default_delayed_retry="disabled", last_active_from_created_once=True,
-           records_command_time=True)
+           records_command_time=True, suspects_keep_messages=True)
 
 
 def rules_for(version: int) -> Rules:
