@@ -13,7 +13,7 @@ from typing import Any
 from fifo import make_checkout, make_settle
 from fifo.msg import get_header, msg_header
 
-from .helpers import N1, N2, Driver, delivered_ids, pid
+from .helpers import N2, Driver, delivered_ids, pid
 
 P1 = pid(1)
 P2 = pid(2, N2)
