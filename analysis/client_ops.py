@@ -60,6 +60,12 @@ class ClientChannel:
             self._emit("pub_nack", queue=queue, msg_id=msg_id, pub_seq=seq, multiple=multiple,
                        outcome="fail")
 
+    def returned(self, queue: str, msg_id: int, reply_code: int | None = None) -> None:
+        """Broker `basic.return` of a mandatory publish no queue took (`return`): the
+        publisher was told, so the message is not lost (its confirm follows as usual)."""
+        self._emit("return", queue=queue, msg_id=msg_id,
+                   error=None if reply_code is None else str(reply_code))
+
     def timeout_unconfirmed(self, error: str = "confirm timeout") -> None:
         """Every publish still unconfirmed becomes indeterminate (`pub_timeout`)."""
         for seq in sorted(self._unconfirmed):

@@ -183,7 +183,9 @@ def _deliveries(h: History, p: Params) -> DataFrame:
     """A delivery's settle is the first ack/nack/reject of its channel epoch and tag at
     or after it; it ends unsettled at the first close of its connection, channel epoch
     or consumer at or after it; an ack is ambiguous when an abnormal close of the
-    connection or channel epoch follows within `ack_grace`.
+    connection or channel epoch, or the broker's cancel of its consumer (its queue went
+    down), follows within `ack_grace` (a cancel between the delivery and its ack counts
+    too: the ack went to a queue process that was gone).
 
     Opens, closes and cancels are few, so they are gathered per channel (per connection,
     per consumer) and looked up from broadcast arrays; only the settle needs a window
@@ -224,7 +226,8 @@ def _deliveries(h: History, p: Params) -> DataFrame:
                      F.min(settle).over(_at_or_after(*chan, "delivery_tag")).alias("_settle"),
                      F.when(F.col("conn_id").isNotNull(), conn_end).alias("_conn_end"),
                      F.when(has_chan, F.least(chan_end, _first_at_or_after("_cancels")))
-                     .alias("_chan_end"))
+                     .alias("_chan_end"),
+                     F.when(has_chan, _first_at_or_after("_cancels")).alias("_cancel"))
          .where(kind.isin("deliver", "get_ok")))
     s = F.when(has_chan & F.col("delivery_tag").isNotNull(), F.col("_settle"))
     end_ts = F.least("_conn_end", "_chan_end")
@@ -235,8 +238,9 @@ def _deliveries(h: History, p: Params) -> DataFrame:
                .when(settle_kind.isNotNull(), "returned")
                .when(end_ts.isNotNull(), "returned")
                .otherwise("open"))
-    ambiguous = is_ack & F.coalesce(s["s_err_end"] <= s["s_ts_ns"] + F.lit(p.ack_grace_ns),
-                                    F.lit(False))
+    grace_end = s["s_ts_ns"] + F.lit(p.ack_grace_ns)
+    ambiguous = is_ack & (F.coalesce(s["s_err_end"] <= grace_end, F.lit(False))
+                          | F.coalesce(F.col("_cancel") <= grace_end, F.lit(False)))
     return d.select(
         *DELIVERY_COLUMNS, "epoch",
         outcome.alias("outcome_d"),

@@ -74,7 +74,8 @@ def deliveries(h: RefHistory, p: Params) -> list[Delivery]:
             if s["kind"] == "ack":
                 amb = any(c["error"] is not None
                           and s["ts_ns"] <= c["ts_ns"] <= s["ts_ns"] + p.ack_grace_ns
-                          for c in closes)
+                          for c in closes) \
+                    or any(c["ts_ns"] <= s["ts_ns"] + p.ack_grace_ns for c in cancel)
                 out.append(Delivery(d, "ok", amb, s["ts_ns"], s["ts_ns"]))
             elif s["requeue"] is False:
                 out.append(Delivery(d, "dropped", False, s["ts_ns"], None))

@@ -120,3 +120,23 @@ def classic_drops_by_ttl_and_length_are_not_lost(
     b.settle("ack", "ttl", 2, t)
     b.drain()
     return [], {TQ: "pass"}
+
+
+@case
+def classic_ack_to_a_queue_that_went_down_may_be_redelivered(
+        b: Builder) -> tuple[list[Violation], dict[str, str]]:
+    # the consumer acked, then the broker cancelled it (the queue's node died): the ack
+    # may never have reached the queue, which recovers the message and hands it out again
+    b.open("p")
+    b.open("c")
+    declare(b, "work")
+    published(b, "work", 1)
+    t1 = b.deliver("work", 1)
+    b.settle("ack", "work", 1, t1)
+    b.op("cancel", "c", queue="work", consumer_tag="t")
+    kill(b)
+    declare(b, "work")
+    t2 = b.deliver("work", 1, tag="t2", redelivered=True)
+    b.settle("ack", "work", 1, t2)
+    b.drain()
+    return [], {TQ: "pass"}
