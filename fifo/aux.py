@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fifo.commands import get_msg, make_requeue
+from fifo.consumer_timeout import timer_effect as consumer_timer_effect
 from fifo.consumers import find_consumer
 from fifo.delivery import get_next_msg, messages_total
 from fifo.effects import mod_call
 from fifo.msg import get_header, msg_header, unpack
+from fifo.pq import PriorityQ
 from fifo.queries import query_notify_decorators_info, query_peek, smallest_raft_index
 from fifo.records import RabbitFifoState, copy_state
+from fifo.versions import rules_of_state
 
 __all__ = [
     "CHECK_MAX_BYTES",
@@ -70,6 +73,36 @@ def timer_effect(now: int, s: RabbitFifoState) -> tuple[str, str, Any]:
     if expiry is None:
         return ("timer", "expire_msgs", "infinity")
     return ("timer", "expire_msgs", max(0, expiry - now))
+
+
+def expiry_timer_v8(s: RabbitFifoState) -> Any:
+    """v8: an absolute timer for the earliest expiry among the head of the returns and
+    the head of every priority level; none when nothing could expire."""
+    if s.messages_total == 0:
+        return None
+    heads = [s.returns[0]] if s.returns else []
+    heads += s.messages.heads() if isinstance(s.messages, PriorityQ) else []
+    expiries = [e for e in (get_header("expiry", msg_header(m)) for m in heads) if e is not None]
+    if not expiries:
+        return None
+    return ("timer", "expire_msgs", max(0, min(expiries)), {"abs": True})
+
+
+def _v8_timers(now: int, aux: AuxState, s: RabbitFifoState) -> list[Any]:
+    """The leader's absolute timers: message expiry and the consumer timeout (re-armed
+    only when the earliest lock is earlier than the one armed, or that one passed)."""
+    effects = []
+    expiry = expiry_timer_v8(s)
+    if expiry is not None:
+        effects.append(expiry)
+    armed = aux.cache.get("consumer_timeout")
+    if armed is not None and armed <= now:
+        armed = None
+    lock = consumer_timer_effect(s, armed)
+    if lock is not None:
+        aux.cache["consumer_timeout"] = s.next_consumer_timeout
+        effects.append(lock)
+    return effects
 
 
 def _release_cursor(last: int | None, new: int | None) -> list[Any]:
@@ -126,7 +159,11 @@ def handle_aux(ra_state: str, kind: Any, cmd: Any, aux: AuxState, ra_aux: Any,
                                                           aux.bytes_in, False)
             if ra_state != "leader":
                 return ("no_reply", aux, ra_aux, effects)
-            effects.insert(0, timer_effect(now, s))
+            rules = rules_of_state(s)
+            if rules.consumer_timeout_in_machine:
+                effects[:0] = _v8_timers(now, aux, s)
+            else:
+                effects.insert(0, timer_effect(now, s))
             dec = query_notify_decorators_info(s)
             if dec != aux.last_decorators_state:
                 aux.last_decorators_state = dec

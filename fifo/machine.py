@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from fifo import disconnect, dlx, mc
+from fifo import consumer_timeout, disconnect, dlx, mc
 from fifo import queries as q
 from fifo.aux import AuxState, handle_aux, init_aux
 from fifo.commands import get_msg, make_settle
@@ -271,23 +271,25 @@ class RabbitFifo:
             case ("settle", key, msg_ids):
                 found = find_consumer(key, s)
                 if found is None:
-                    return (s, "ok")
+                    return self._settle_waiting(meta, before, key, msg_ids, s)
                 return self._complete_and_checkout(meta, before, msg_ids, found[0], found[1],
                                                    [], s)
             case ("discard", key, msg_ids):
                 found = find_consumer(key, s)
-                if found is None or (meta["machine_version"] == 4 and found[0] != key):
+                if found is None:
+                    return self._settle_waiting(meta, before, key, msg_ids, s)
+                if meta["machine_version"] == 4 and found[0] != key:
                     return (s, "ok")
                 return self._discard(meta, before, msg_ids, found[0], found[1], True, {}, s)
             case ("return", key, msg_ids):
                 found = find_consumer(key, s)
                 if found is None:
-                    return (s, "ok")
+                    return self._settle_waiting(meta, before, key, msg_ids, s)
                 return self._return(meta, before, found[0], msg_ids, False, {}, s)
             case ("modify", key, msg_ids, failed, undeliverable, anns):
                 found = find_consumer(key, s)
                 if found is None:
-                    return (s, "ok")
+                    return self._settle_waiting(meta, before, key, msg_ids, s)
                 if undeliverable:
                     return self._discard(meta, before, msg_ids, found[0], found[1], failed,
                                          anns, s)
@@ -331,6 +333,9 @@ class RabbitFifo:
                 if rules_of(meta).suspects_keep_messages:
                     return checkout(meta, before, s, disconnect.nodeup(meta, node, s))
                 return self._nodeup(meta, before, node, s)
+            case ("timeout", "evaluate_consumer_timeout") if rules_of(
+                    meta).consumer_timeout_in_machine:
+                return checkout(meta, before, s, consumer_timeout.evaluate(meta, s))
             case ("timeout", ("consumer_disconnected_timeout", key)) if rules_of(
                     meta).suspects_keep_messages:
                 timed_out = disconnect.disconnected_timeout(meta, key, s)
@@ -405,6 +410,7 @@ class RabbitFifo:
     def _complete_and_checkout(self, meta: Meta, before: LimitView, msg_ids: Any,
                                key: Hashable, c: Consumer, effects: list[Effect],
                                s: RabbitFifoState) -> Result:
+        consumer_timeout.maybe_untimeout(c, msg_ids)
         was_quiescing = c.status == "quiescing"
         complete(meta, key, msg_ids, c, s)
         # a completion may have moved a quiescing active consumer to the waiting list
@@ -425,6 +431,7 @@ class RabbitFifo:
     def _return(self, meta: Meta, before: LimitView, key: Hashable, msg_ids: Any,
                 failed: bool, anns: Mapping[str, Any], s: RabbitFifoState) -> Result:
         effects: list[Effect] = []
+        consumer_timeout.maybe_untimeout(s.consumers[key], msg_ids)
         for msg_id in msg_ids:  # requeued in the order the client gave them back
             c = s.consumers.get(key)
             if c is not None and msg_id in c.checked_out:
@@ -434,6 +441,18 @@ class RabbitFifo:
             update_or_remove_con(meta, key, c, s)
         if meta["machine_version"] >= 7:
             activate_next_consumer(s, effects)
+        return checkout(meta, before, s, effects)
+
+    def _settle_waiting(self, meta: Meta, before: LimitView, key: Any, msg_ids: Any,
+                        s: RabbitFifoState) -> Result:
+        """An unknown key: in v8 maybe a waiting consumer answering for timed-out ids."""
+        if not rules_of(meta).consumer_timeout_in_machine:
+            return (s, "ok")
+        answered = consumer_timeout.settle_waiting(key, msg_ids, s)
+        if not answered:
+            return (s, "ok")
+        effects: list[Effect] = []
+        activate_next_consumer(s, effects)
         return checkout(meta, before, s, effects)
 
     def _requeue(self, meta: Meta, before: LimitView, key: Any, msg_id: int, old_idx: int,

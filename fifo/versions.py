@@ -74,6 +74,9 @@ class Rules:
     #: a consumer whose process is suspected keeps its messages until the
     #: ``consumer_disconnected_timeout`` fires (before: returned at once)
     suspects_keep_messages: bool
+    #: the queue releases messages held past the consumer timeout (before 4.3
+    #: the channel enforced it by closing)
+    consumer_timeout_in_machine: bool
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
@@ -82,7 +85,8 @@ V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
            annotate_acquired_count=False, delivery_limit_counter="acquired_count",
            default_consumer_timeout=None, default_disconnected_timeout=None,
            default_delayed_retry=None, last_active_from_created_once=False,
-           records_command_time=False, suspects_keep_messages=False)
+           records_command_time=False, suspects_keep_messages=False,
+           consumer_timeout_in_machine=False)
 
 V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
@@ -92,7 +96,8 @@ V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            default_consumer_timeout=DEFAULT_CONSUMER_TIMEOUT_MS,
            default_disconnected_timeout=DEFAULT_DISCONNECTED_TIMEOUT_MS,
            default_delayed_retry="disabled", last_active_from_created_once=True,
-           records_command_time=True, suspects_keep_messages=True)
+           records_command_time=True, suspects_keep_messages=True,
+           consumer_timeout_in_machine=True)
 
 
 def rules_for(version: int) -> Rules:
