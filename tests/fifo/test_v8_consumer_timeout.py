@@ -61,7 +61,7 @@ def test_v8_serves_the_consumer_again_once_it_answered_for_every_released_id() -
     d = queue(8, 3)
     key = consume(d, C1, 2, timeout=500)
     d.apply(EVALUATE, ts=2000)
-    c = d.state.consumers[key]
+    c: Any = d.state.consumers[key]
     assert (c.timed_out_msg_ids, c.credit, d.state.next_consumer_timeout) == ([0, 1], 2, None)
     _, effects = d.apply(make_settle(key, [0]))  # a late ack: nothing to settle
     assert delivered_ids(d, effects) == [] and c.status == ("timeout", "up")
