@@ -10,7 +10,7 @@ power loss) can only come back from files, laid out as Ra lays them out
 <data_dir>/wal/*.wal             the node's WAL files and writers.snapshot
 <data_dir>/<uid>/config          the server config restart_server re-reads
 <data_dir>/<uid>/meta            current_term, voted_for, last_applied
-<data_dir>/<uid>/*.segment, snapshots/, checkpoints/
+<data_dir>/<uid>/*.segment, snapshots/, checkpoints/, recovery_checkpoint/
 ```
 
 This store offers the server shell and the system tree the same methods as
@@ -152,6 +152,10 @@ class DiskStore:
 
     def save_snapshot(self, uid: str, snap: Any, checkpoints: list[Any]) -> None:
         """A `DiskLog` writes its snapshots itself (``bg_work``): nothing to do."""
+        return None
+
+    def save_recovery_checkpoint(self, uid: str, log: Any) -> None:
+        """A `DiskLog` writes its recovery checkpoint itself: nothing to do."""
         return None
 
     def syncs(self) -> dict[str, int]:

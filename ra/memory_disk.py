@@ -1,7 +1,7 @@
 """What the in-memory log stack keeps "on disk" for one node's Ra system.
 
 A Ra server's durable state outlives its process: the WAL's entries per
-writer uid, the snapshot and checkpoints, the meta row (``current_term``,
+writer uid, the snapshot, checkpoints and recovery checkpoint, the meta row (``current_term``,
 ``voted_for``, ``last_applied``), the ``ra_log_snapshot_state`` row the WAL
 reads, and the persisted server config that ``restart_server`` re-reads.
 With the in-memory WAL that durable state is this object, owned by the
@@ -67,6 +67,8 @@ class MemoryDisk:
     wal: dict[str, WriterLog] = field(default_factory=dict)
     #: uid -> (snapshot, checkpoints)
     snapshots: dict[str, tuple[Snapshot | None, list[Snapshot]]] = field(default_factory=dict)
+    #: uid -> the recovery checkpoint written at its last orderly stop
+    recovery_checkpoints: dict[str, Snapshot] = field(default_factory=dict)
     #: ``ra_log_snapshot_state``: uid -> snapshot index (the WAL drops entries at or below)
     snapshot_index: dict[str, int] = field(default_factory=dict)
     #: ``ra_log_meta``: uid -> {"current_term", "voted_for", "last_applied"}
@@ -90,6 +92,17 @@ class MemoryDisk:
             snap_idx = int(snap[0]["index"])
             self.snapshot_index[uid] = snap_idx
             self.writer(uid).truncate_below(snap_idx)
+            rc = self.recovery_checkpoints.get(uid)
+            if rc is not None and int(rc[0]["index"]) <= snap_idx:
+                del self.recovery_checkpoints[uid]  # overtaken, as the log dropped it
+
+    def save_recovery_checkpoint(self, uid: str, log: Any) -> None:
+        """Keep what `log` holds as its recovery checkpoint (written as the server stops)."""
+        rc = log.read_recovery_checkpoint()
+        if rc is None:
+            self.recovery_checkpoints.pop(uid, None)
+        else:
+            self.recovery_checkpoints[uid] = rc
 
     def meta_of(self, uid: str, _log: Any = None) -> MemoryMeta:
         """The meta row of `uid` (``current_term``, ``voted_for``, ``last_applied``)."""
@@ -121,7 +134,8 @@ class MemoryDisk:
         start = 1 if snap is None else int(snap[0]["index"]) + 1
         wlog = self.wal.get(uid)
         entries = wlog.contiguous(start) if wlog is not None else []
-        log = MemoryLog(entries, snapshot=snap, checkpoints=ckpts, **log_args)
+        log = MemoryLog(entries, snapshot=snap, checkpoints=ckpts,
+                        recovery_checkpoint=self.recovery_checkpoints.get(uid), **log_args)
         log.take_wal_writes()
         return log
 
@@ -129,6 +143,7 @@ class MemoryDisk:
         """Delete everything of `uid` (``force_delete_server``)."""
         self.wal.pop(uid, None)
         self.snapshots.pop(uid, None)
+        self.recovery_checkpoints.pop(uid, None)
         self.snapshot_index.pop(uid, None)
         self.meta.pop(uid, None)
         self.configs.pop(uid, None)

@@ -1,7 +1,9 @@
 """Snapshot and checkpoint files of one server (``ra_log_snapshot``).
 
 Layout: ``<server dir>/snapshots/<TERM16HEX>_<INDEX16HEX>/snapshot.dat`` and
-the same under ``checkpoints/``. The file is Ra's default format with pickle
+the same under ``checkpoints/`` and ``recovery_checkpoint/`` (the one state a
+server writes as it stops in order, so that its next start need not replay the
+log up to it). The file is Ra's default format with pickle
 in place of ``term_to_binary``:
 
     b"RASN" | u8 version 1 | u32 crc32(rest) | u32 meta length | meta | state
@@ -35,6 +37,7 @@ VERSION = 1
 FILE = "snapshot.dat"
 SNAPSHOTS = "snapshots"
 CHECKPOINTS = "checkpoints"
+RECOVERY_CHECKPOINT = "recovery_checkpoint"
 _HEAD = struct.Struct(">4sBII")
 
 Snapshot = tuple[dict[str, Any], Any]
@@ -42,6 +45,10 @@ Snapshot = tuple[dict[str, Any], Any]
 
 class SnapshotCorrupt(ValueError):
     """A snapshot file is short, has a bad header or fails its checksum."""
+
+
+#: what reading a damaged snapshot file can raise
+READ_ERRORS = (OSError, SnapshotCorrupt, pickle.UnpicklingError, EOFError, struct.error)
 
 
 def dir_name(idx: int, term: int) -> str:
@@ -144,13 +151,25 @@ def recover(base: str, kind_dir: str) -> list[tuple[str, Snapshot]]:
             continue
         try:
             snap = read(path)
-        except (OSError, SnapshotCorrupt, pickle.UnpicklingError, EOFError, struct.error) as exc:
+        except READ_ERRORS as exc:
             log.warning("deleting invalid snapshot %s: %s", path, exc)
             shutil.rmtree(path, ignore_errors=True)
             continue
         found.append((parsed[0], path, snap))
     found.sort(key=lambda t: t[0])
     return [(path, snap) for _, path, snap in found]
+
+
+def recover_newest(base: str, kind_dir: str) -> tuple[int, int] | None:
+    """``(index, term)`` of the newest valid snapshot of one kind; older ones and
+    invalid ones are deleted (``ra_snapshot:find_recovery_checkpoint``)."""
+    found = recover(base, kind_dir)
+    for path, _ in found[:-1]:
+        shutil.rmtree(path, ignore_errors=True)
+    if not found:
+        return None
+    meta = found[-1][1][0]
+    return int(meta["index"]), int(meta["term"])
 
 
 def delete(base: str, kind_dir: str, idx: int, term: int) -> None:

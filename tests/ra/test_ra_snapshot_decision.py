@@ -17,7 +17,7 @@ from ra.log_base import CHECKPOINT_MAX_DIFF, thin_checkpoints
 from tests.ra.ra_disk_support import Stack, pump
 
 UID = "U1"
-CLUSTER = {("s1", "n1"): {}}
+CLUSTER: dict[Any, dict[str, Any]] = {("s1", "n1"): {}}
 
 
 def es(first: int, last: int, term: int = 1) -> list[tuple[int, int, Any]]:
