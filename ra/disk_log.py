@@ -7,13 +7,15 @@ come back through `handle_event`. `last_written` moves only on ``written``
 (and on a snapshot), never on a mere append.
 
 Where entries live:
-* ``_mem``: every entry this server wrote that it does not yet know to be in a
-  segment (appended, in flight, or in a WAL file); a ``segments`` event drops
-  exactly the ``(index, term)`` pairs it reports, since the same index and term
-  is the same entry (Raft's log matching).
+* the server's mem tables (`ra.log_ets.MemTable`, Ra's ``ra_mt``): every entry
+  this server wrote that it does not yet know to be in a segment (appended, in
+  flight, or in a WAL file). They are the only copy: the log inserts each entry
+  there before handing it to the WAL and keeps none of its own. An overwrite
+  opens a successor table; a ``segments`` event deletes the rows it reports
+  flushed (``ra_mt:record_flushed``), a snapshot the rows it covers.
 * segments: an ordered list of intervals over immutable segment files; a newer
   segment cuts off whatever older ones hold at or above its first index, as
-  the overwrite that produced it cut the log. Reads try ``_mem`` first.
+  the overwrite that produced it cut the log. Reads try the mem tables first.
 * snapshots and checkpoints: ``snapshots/`` and ``checkpoints/`` (as ``ra_snapshot`` lays them out),
   written by `run_bg_work` off the hub; the values stay in memory too, as the
   leader streams the snapshot and recovery starts from it.
@@ -21,10 +23,10 @@ Where entries live:
   ``last_applied``).
 
 `DiskLog.open(dir, uid, log_ets)` recovers a server after a restart: the newest
-valid snapshot, newer checkpoints, the segments in file order, then the WAL's
-memtable views for the uid in file order (taken before the segments are
-listed, so a flush finishing meanwhile cannot hide entries); everything
-recovered is durable, so ``last_written`` is the recovered last index.
+valid snapshot, newer checkpoints, the segments in file order, then the mem tables the WAL
+rebuilt for the uid, oldest first (each cuts the segments from its lowest row
+on); everything recovered is durable, so ``last_written`` is the recovered last
+index.
 """
 
 from __future__ import annotations
@@ -50,9 +52,9 @@ from ra.log import (
     DEFAULT_MIN_SNAPSHOT_INTERVAL,
     CorruptLog,
 )
-from ra.log_base import SNAPSHOT, LogBase, Snapshot
+from ra.log_base import SNAPSHOT, LogBase, Snapshot, WalWrite
 from ra.log_base import idxterm as _idxterm
-from ra.log_ets import LogEts
+from ra.log_ets import LogEts, MemTable
 from ra.log_meta import LogMeta
 from ra.packed import own_batch
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
@@ -85,6 +87,8 @@ class DiskLog(LogBase):
         self.dir = directory
         self.uid = uid
         self.log_ets = log_ets
+        #: the tables (a private set when the log runs without a node's)
+        self._ets = log_ets if log_ets is not None else LogEts()
         self.min_snapshot_interval = min_snapshot_interval
         self.min_checkpoint_interval = min_checkpoint_interval
         self.max_checkpoints = max_checkpoints
@@ -97,7 +101,8 @@ class DiskLog(LogBase):
         self._seg_starts: list[int] = []
         #: every segment file this log knows: name -> (first, last)
         self._seg_files: dict[str, tuple[int, int]] = {}
-        self._mem: dict[int, Entry] = {}
+        #: the current mem table; older ones hang off its ``prev``
+        self._mt: MemTable = self._ets.mem_table_please(uid)
         self._first = 0
         self._last = 0
         self._snapshot: Snapshot | None = None
@@ -105,7 +110,7 @@ class DiskLog(LogBase):
         self._pending_snapshot: tuple[str, Snapshot] | None = None
         self._last_written: IdxTerm = (0, 0)
         self._pending: ra_seq.Seq = []
-        self._wal_out: list[list[Entry]] = []
+        self._wal_out: list[WalWrite] = []
         self.wal_up = True
         if log_ets is not None:
             # segment events for files flushed from now on must reach this log,
@@ -133,9 +138,6 @@ class DiskLog(LogBase):
     # ---- recovery (``ra_log:init/1``) -------------------------------------
 
     def _recover(self) -> None:
-        # the memtable first: a flush that finishes while we list segments
-        # then shows up twice (harmless) rather than not at all
-        views = self.log_ets.mem_table(self.uid).copy_views() if self.log_ets else []
         snaps = snapshot_store.recover(self.dir, snapshot_store.SNAPSHOTS)
         for _, old in snaps[:-1]:
             snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, *_idxterm(old))
@@ -148,34 +150,34 @@ class DiskLog(LogBase):
             if _idxterm(c)[0] <= snap_idx:
                 snapshot_store.delete(self.dir, snapshot_store.CHECKPOINTS, *_idxterm(c))
         self._checkpoints = [c for c in ckpts if _idxterm(c)[0] > snap_idx]
-        self._recovery_checkpoint = snapshot_store.recover_newest(
-            self.dir, snapshot_store.RECOVERY_CHECKPOINT)
         for name in ra_segment.list_segments(self.dir):
             idx = self._reader.index(os.path.join(self.dir, name))
             self._seg_files[name] = (idx.first, idx.last)
             self._seg_add(name, idx.first, idx.last)
         # a segment wholly superseded by a newer segment will never be read again
         self._drop_segments_upto(snap_idx)
-        for view in views:
-            entries = [e for e in view if e[0] > snap_idx]
-            if entries:
-                self._overlay(entries)
-        # but one superseded only by a view may be that view's own flush, just
+        self._ets.set_first(self.uid, snap_idx + 1)
+        # the mem tables hold what no segment is known to hold yet: the log is
+        # the segments up to the lowest row, the tables from there on
+        lowest = [r for t in self._mt.chain() if (r := t.first_row()) is not None]
+        if lowest:
+            self._seg_cut(min(lowest))
+        # but a segment superseded only by a table may be that table's own flush, just
         # renamed into place with its ``segments`` event still on the way: keep it
         live = {seg[2] for seg in self._segs}
         for name in [n for n in self._seg_files if n not in live]:
             del self._seg_files[name]
         if self._snapshot is None:
             self._first = 0
-            self._mem[0] = DUMMY_ENTRY
         else:
             self._first = snap_idx + 1
             if self.log_ets is not None:
                 self.log_ets.set_snapshot_index(self.uid, snap_idx)
         start = max(self._first, 1)
         i = start
+        lookup = self._mt.lookup
         while True:
-            if i in self._mem:
+            if lookup(i) is not None:
                 i += 1
                 continue
             seg = self._seg_at(i)
@@ -183,26 +185,15 @@ class DiskLog(LogBase):
                 break
             i = seg[1] + 1
         last = i - 1
-        beyond = [k for k in self._mem if k > last]
+        beyond = any(t.last > last and t.size for t in self._mt.chain())
         beyond_seg = bool(self._segs) and self._segs[-1][1] > last
         if last < start and (beyond or beyond_seg):
             raise CorruptLog(f"{self.uid}: log does not start at {start}")
         if beyond or beyond_seg:
             log.warning("%s: sparse log tail after %d dropped", self.uid, last)
-            for k in beyond:
-                del self._mem[k]
         self._last = max(last, self._first - 1, 0)
         lw = self._last
         self._last_written = (lw, self._term_or_snapshot(lw))
-
-    def _overlay(self, entries: list[Entry]) -> None:
-        """Replay one WAL view: it cuts the log at its first index, then adds."""
-        first = entries[0][0]
-        self._seg_cut(first)
-        for k in [k for k in self._mem if k >= first]:
-            del self._mem[k]
-        for e in entries:
-            self._mem[e[0]] = e
 
     # ---- segment intervals -------------------------------------------------
 
@@ -272,10 +263,21 @@ class DiskLog(LogBase):
     def is_new(self) -> bool:
         return self._snapshot is None and self._first == 0 and self._last == 0
 
+    def _mem_get(self, idx: int) -> Entry | None:
+        """The entry at `idx` if memory holds it (the dummy at 0, or a mem table row)."""
+        if idx == 0:
+            return DUMMY_ENTRY if self._snapshot is None else None
+        return self._mt.lookup(idx)
+
+    def _mem_floor(self) -> int:
+        """No mem table holds a row below this index."""
+        rows = [r for t in self._mt.chain() if (r := t.first_row()) is not None]
+        return min(rows) if rows else self._last + 1
+
     def fetch(self, idx: int) -> Entry | None:
         if idx < self._first or idx > self._last:
             return None
-        entry = self._mem.get(idx)
+        entry = self._mem_get(idx)
         if entry is not None:
             return entry
         seg = self._seg_at(idx)
@@ -286,7 +288,7 @@ class DiskLog(LogBase):
     def fetch_term(self, idx: int) -> int | None:
         if idx < self._first or idx > self._last:
             return None
-        entry = self._mem.get(idx)
+        entry = self._mem_get(idx)
         if entry is not None:
             return entry[1]
         seg = self._seg_at(idx)
@@ -297,10 +299,17 @@ class DiskLog(LogBase):
     def fold(self, first: int, last: int) -> list[Entry]:
         """Entries ``first..last`` inclusive (clipped to what the log holds)."""
         i, hi = max(first, self._first), min(last, self._last)
+        if i > hi:
+            return []
+        if i > 0:
+            chunk = self._mt.slice(i, hi)
+            if chunk is not None:  # the common case: recent entries, all in the current table
+                return chunk
         out: list[Entry] = []
-        mem = self._mem
+        mem_get = self._mem_get
+        floor = self._mem_floor()
         while i <= hi:
-            entry = mem.get(i)
+            entry = mem_get(i)
             if entry is not None:
                 out.append(entry)
                 i += 1
@@ -308,42 +317,84 @@ class DiskLog(LogBase):
             seg = self._seg_at(i)
             if seg is None:
                 raise CorruptLog(f"{self.uid}: index {i} is in range but held nowhere")
-            j = i
             end = min(seg[1], hi)
-            while j + 1 <= end and (j + 1) not in mem:
-                j += 1
+            if i < floor:
+                j = min(end, floor - 1)
+            else:
+                j = i
+                while j + 1 <= end and mem_get(j + 1) is None:
+                    j += 1
             out.extend(self._reader.read(os.path.join(self.dir, seg[2]), i, j))
             i = j + 1
         return out
 
     def mem_size(self) -> int:
-        """Entries held in memory (not yet known to be in segments)."""
-        return len(self._mem)
+        """Entries held in memory (not yet known to be in segments): the rows of the
+        server's mem tables, and the dummy entry of a log without a snapshot."""
+        return self._mt.chain_size() + (1 if self._snapshot is None else 0)
+
+    def mem_tables(self) -> list[MemTable]:
+        """The server's mem tables, newest first."""
+        return self._mt.chain()
 
     # ---- mutations --------------------------------------------------------
+
+    def _insert(self, entry: Entry) -> int:
+        """Put `entry` into the current mem table, opening a successor when the
+        table already went past its index (``ra_log_ets:new_mem_table_please``);
+        returns the table's id."""
+        mt = self._mt
+        if not mt.insert(entry):
+            mt = self._mt = self._ets.new_mem_table_please(self.uid)
+            mt.insert(entry)
+        return mt.tid
 
     def append(self, entry: Entry) -> None:
         idx = entry[0]
         self._check_append(idx)
-        self._mem[idx] = entry
+        prev = self._last
+        tid = self._insert(entry)
         self._last = idx
         self._pending = ra_seq.append(idx, self._pending)
-        self._wal_out.append([entry])
+        self._wal_out.append((tid, prev, [entry]))
 
     def write(self, entries: Sequence[Entry]) -> None:
         if not entries:
             return
+        prev = self._last
         self._make_room(entries[0][0])
         pending = self._pending
+        tid = None
         for entry in entries:
             idx = entry[0]
             if idx != self._last + 1:
                 raise ValueError(f"non-contiguous write at {idx}")
-            self._mem[idx] = entry
+            t = self._insert(entry)
+            if tid is not None and t != tid:
+                raise AssertionError("one write went into two mem tables")
+            tid = t
             self._last = idx
             pending = ra_seq.append(idx, pending)
         self._pending = pending
-        self._wal_out.append(own_batch(entries))
+        self._wal_out.append((tid, prev, own_batch(entries)))
+
+    def _resend_writes(self, first: int, last: int) -> list[WalWrite]:
+        """Send ``first..last`` again, each run to the table that holds it
+        (``ra_mt:tid_for``): the WAL's hand-off must name where the rows are."""
+        writes: list[WalWrite] = []
+        prev = first - 1
+        head = self._mt
+        for entry in self.fold(first, last):
+            tid = head.tid_for(entry[0], entry[1])
+            if tid is None:
+                # in segments already: its row is gone, so the WAL need not hand it over
+                tid = head.tid
+            if writes and writes[-1][0] == tid:
+                writes[-1][2].append(entry)
+            else:
+                writes.append((tid, prev, [entry]))
+            prev = entry[0]
+        return writes
 
     def set_last_index(self, idx: int) -> None:
         if idx < self._last:
@@ -351,9 +402,10 @@ class DiskLog(LogBase):
 
     def _truncate_after(self, idx: int) -> None:
         assert idx >= self._first - 1, f"truncating into the snapshot at {idx}"
-        mem = self._mem
-        for k in range(idx + 1, self._last + 1):
-            mem.pop(k, None)
+        if self._mt.last > idx:
+            # the entries above stay in their table, shadowed by the successor
+            # from its first row on, until they are flushed or deleted
+            self._mt = self._ets.new_mem_table_please(self.uid)
         self._last = idx
         if self._last_written[0] > idx:
             self._last_written = (idx, self._term_or_snapshot(idx))
@@ -396,7 +448,7 @@ class DiskLog(LogBase):
         self._drop_checkpoints_upto(idx)
         self._first = idx + 1
         self._last = idx
-        self._mem = {}
+        self._drop_mem_rows()
         self._segs = []
         self._seg_starts = []
         self._gc_segments()
@@ -408,6 +460,12 @@ class DiskLog(LogBase):
         if self.log_ets is not None:
             self.log_ets.set_snapshot_index(self.uid, idx)
         return []
+
+    def _drop_mem_rows(self) -> None:
+        """The whole log went (an installed snapshot): no row of any table is the
+        log's any more, and the next write opens a successor."""
+        self._ets.set_first(self.uid, self._mt.last + 1)
+        self._mt = self._ets.new_mem_table_please(self.uid)
 
     def _drop_checkpoints_upto(self, idx: int) -> None:
         for c in [c for c in self._checkpoints if _idxterm(c)[0] <= idx]:
@@ -421,9 +479,7 @@ class DiskLog(LogBase):
             snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, *current)
         self._snapshot = snap
         self._drop_checkpoints_upto(idx)
-        mem = self._mem
-        for k in range(self._first, min(idx, self._last) + 1):
-            mem.pop(k, None)
+        self._ets.set_first(self.uid, idx + 1)
         self._first = idx + 1
         self._last = max(self._last, idx)
         deleted = self._drop_segments_upto(idx)
@@ -437,27 +493,6 @@ class DiskLog(LogBase):
 
     def _delete_written(self, kind: str, it: IdxTerm) -> None:
         snapshot_store.delete(self.dir, _kind_dir(kind), *it)
-
-    def read_recovery_checkpoint(self) -> Snapshot | None:
-        rc = self._recovery_checkpoint
-        if rc is None:
-            return None
-        path = os.path.join(self.dir, snapshot_store.RECOVERY_CHECKPOINT,
-                            snapshot_store.dir_name(*rc))
-        try:
-            return snapshot_store.read(path)
-        except snapshot_store.READ_ERRORS as exc:
-            log.warning("%s: cannot read the recovery checkpoint %s: %s", self.uid, path, exc)
-            return None
-
-    def _store_recovery_checkpoint(self, meta: dict[str, Any], mac_state: Any) -> None:
-        # as Ra: no fsync, the stop is orderly; a checkpoint lost to a power cut
-        # only means the next start replays the log
-        snapshot_store.write(self.dir, snapshot_store.RECOVERY_CHECKPOINT, meta, mac_state,
-                             sync=False, fsync=self._fsync)
-
-    def _delete_recovery_checkpoint(self, it: IdxTerm) -> None:
-        snapshot_store.delete(self.dir, snapshot_store.RECOVERY_CHECKPOINT, *it)
 
     def first_segment_index(self) -> int | None:
         return self._segs[0][0] if self._segs else None
@@ -476,12 +511,9 @@ class DiskLog(LogBase):
         for name, (lo, hi) in refs:
             self._seg_files[name] = (lo, hi)
             self._seg_add(name, lo, hi)
-        mem = self._mem
-        for term, flushed_seq in flushed:
-            for idx in ra_seq.iterate(flushed_seq):
-                entry = mem.get(idx)
-                if entry is not None and entry[1] == term and idx > 0:
-                    del mem[idx]
+        # the tables arrive newest first; the oldest is recorded first
+        for tid, flushed_seq in reversed(flushed):
+            self._ets.record_flushed(self.uid, tid, flushed_seq)
         self._drop_segments_upto(self._first - 1)
 
     # ---- driver side ------------------------------------------------------

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ra import seq as ra_seq
-from ra.log_base import LogBase, Snapshot, idxterm
+from ra.log_base import LogBase, Snapshot, WalWrite
 from ra.log_base import WalDown as WalDown  # re-exported: the logs' own exception
 from ra.packed import own_batch
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
@@ -56,13 +56,8 @@ class MemoryLog(LogBase):
         min_snapshot_interval: int = DEFAULT_MIN_SNAPSHOT_INTERVAL,
         min_checkpoint_interval: int = DEFAULT_MIN_CHECKPOINT_INTERVAL,
         max_checkpoints: int = DEFAULT_MAX_CHECKPOINTS,
-        recovery_checkpoint: Snapshot | None = None,
     ) -> None:
         self.min_snapshot_interval = min_snapshot_interval
-        #: the recovery checkpoint's value (its ``(index, term)`` is `_recovery_checkpoint`)
-        self._rc_value = recovery_checkpoint
-        if recovery_checkpoint is not None:
-            self._recovery_checkpoint = idxterm(recovery_checkpoint)
         self.min_checkpoint_interval = min_checkpoint_interval
         self.max_checkpoints = max_checkpoints
         self._snapshot: Snapshot | None = snapshot
@@ -90,10 +85,10 @@ class MemoryLog(LogBase):
         self._last_written: IdxTerm = (lw, self._term_or_snapshot(lw))
         self._pending: ra_seq.Seq = ra_seq.from_list(range(lw + 1, last + 1))
         #: batches of entries handed to the WAL and not yet taken by the driver
-        self._wal_out: list[list[Entry]] = []
+        self._wal_out: list[WalWrite] = []
         self.wal_up = True
         if lw < last:
-            self._wal_out.append(self.fold(lw + 1, last))
+            self._wal_out.append((None, lw, self.fold(lw + 1, last)))
 
     # ---- queries ---------------------------------------------------------
 
@@ -141,18 +136,19 @@ class MemoryLog(LogBase):
         self._check_append(idx)
         self._entries.append(entry)
         self._pending = ra_seq.append(idx, self._pending)
-        self._wal_out.append([entry])
+        self._wal_out.append((None, idx - 1, [entry]))
 
     def write(self, entries: Sequence[Entry]) -> None:
         """Follower write of a batch; a first index at or below the last one
         overwrites the conflicting suffix."""
         if not entries:
             return
+        prev = self.next_index() - 1
         self._make_room(entries[0][0])
         for entry in entries:
             self._entries.append(entry)
             self._pending = ra_seq.append(entry[0], self._pending)
-        self._wal_out.append(own_batch(entries))
+        self._wal_out.append((None, prev, own_batch(entries)))
 
     def set_last_index(self, idx: int) -> None:
         """Force the end of the log back to `idx` (an empty AER's reset,
@@ -185,16 +181,6 @@ class MemoryLog(LogBase):
             if p_idx <= idx:
                 self._pending_snapshot = None
         return []
-
-    def read_recovery_checkpoint(self) -> Snapshot | None:
-        return self._rc_value if self._recovery_checkpoint is not None else None
-
-    def _store_recovery_checkpoint(self, meta: dict[str, Any], mac_state: Any) -> None:
-        self._rc_value = (meta, mac_state)
-
-    def _delete_recovery_checkpoint(self, it: IdxTerm) -> None:
-        if self._rc_value is not None and idxterm(self._rc_value) == it:
-            self._rc_value = None
 
     def _adopt_snapshot(self, snap: Snapshot) -> None:
         meta = snap[0]

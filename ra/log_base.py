@@ -31,6 +31,11 @@ CHECKPOINT = "checkpoint"
 #: ``(meta, machine_state)``; meta is ``#{index, term, cluster, machine_version}``.
 Snapshot = tuple[dict[str, Any], Any]
 
+#: one write for the WAL: ``(mem_table_id, prev_idx, entries)``. The mem table is the
+#: one the entries went into (None for the in-memory log, which has none); prev_idx is
+#: the index the log wrote before the first entry (``ra_log:previous_wal_index``)
+WalWrite = tuple[Any, int, list[Entry]]
+
 
 class WalDown(Exception):
     """The WAL is not running: the write was not accepted (``wal_down``)."""
@@ -71,15 +76,13 @@ class LogBase:
     _first: int
     _last_written: IdxTerm
     _pending: ra_seq.Seq
-    _wal_out: list[list[Entry]]
+    _wal_out: list[WalWrite]
     _snapshot: Snapshot | None
     _checkpoints: list[Snapshot]
     _pending_snapshot: tuple[str, Snapshot] | None
     #: the checkpoint being written, kept apart from the pending slot: a promotion
     #: may take that slot while the checkpoint's write goes on
     _checkpoint_in_flight: Snapshot | None = None
-    #: ``(index, term)`` of the recovery checkpoint, if one is kept
-    _recovery_checkpoint: IdxTerm | None = None
     max_checkpoints: int
     wal_up: bool
     #: the packed run the last AppendEntries carried (`ra.replication`), until
@@ -139,47 +142,6 @@ class LogBase:
 
     def latest_checkpoint_index(self) -> int:
         return idxterm(self._checkpoints[-1])[0] if self._checkpoints else 0
-
-    # ---- the recovery checkpoint (``ra_snapshot``'s ``recovery_checkpoint``) ---------
-
-    def recovery_checkpoint_index_term(self) -> IdxTerm | None:
-        """``(index, term)`` of the state written at the last orderly stop, if kept."""
-        return self._recovery_checkpoint
-
-    def highest_snapshot_index(self) -> int:
-        """``ra_snapshot:highest_idx``: the newest of snapshot, checkpoints and
-        recovery checkpoint (-1: none); how far a stop's state is from a saved one."""
-        snap = self.snapshot_index_term()
-        rc = self._recovery_checkpoint
-        return max(snap[0] if snap is not None else -1,
-                   self.latest_checkpoint_index() if self._checkpoints else -1,
-                   rc[0] if rc is not None else -1)
-
-    def write_recovery_checkpoint(self, meta: dict[str, Any], mac_state: Any) -> None:
-        """Keep `mac_state` at ``meta["index"]`` in place of the older recovery
-        checkpoint; synchronous (the server is stopping). Raises if it cannot."""
-        self._store_recovery_checkpoint(meta, mac_state)
-        old, self._recovery_checkpoint = self._recovery_checkpoint, idxterm((meta, mac_state))
-        if old is not None and old != self._recovery_checkpoint:
-            self._delete_recovery_checkpoint(old)
-
-    def read_recovery_checkpoint(self) -> Snapshot | None:
-        """The recovery checkpoint's ``(meta, machine_state)``; None if there is none
-        or it cannot be read (a restart then replays the log instead)."""
-        raise NotImplementedError
-
-    def _store_recovery_checkpoint(self, meta: dict[str, Any], mac_state: Any) -> None:
-        raise NotImplementedError
-
-    def _delete_recovery_checkpoint(self, it: IdxTerm) -> None:
-        raise NotImplementedError
-
-    def _drop_recovery_checkpoint_upto(self, idx: int) -> None:
-        """A snapshot at `idx` overtook the recovery checkpoint: it goes."""
-        rc = self._recovery_checkpoint
-        if rc is not None and rc[0] <= idx:
-            self._recovery_checkpoint = None
-            self._delete_recovery_checkpoint(rc)
 
     def pending_snapshot(self) -> tuple[str, IdxTerm] | None:
         if self._pending_snapshot is None:
@@ -336,7 +298,6 @@ class LogBase:
                 self._delete_written(kind, it)
             return []
         self._adopt_snapshot(pending[1])
-        self._drop_recovery_checkpoint_upto(it[0])
         return []
 
     def _adopt_snapshot(self, snap: Snapshot) -> None:
@@ -400,14 +361,23 @@ class LogBase:
 
     def _resend_from(self, idx: int) -> None:
         if idx < self.next_index():
-            self._wal_out.append(self.fold(idx, self.next_index() - 1))
+            self._wal_out.extend(self._resend_writes(idx, self.next_index() - 1))
+
+    def _resend_writes(self, first: int, last: int) -> list[WalWrite]:
+        """The writes that send ``first..last`` again, each to the table that holds it."""
+        return [(None, first - 1, self.fold(first, last))]
 
     # ---- driver side --------------------------------------------------------------
 
     def take_wal_writes(self) -> list[list[Entry]]:
-        """Batches to hand to the WAL since the last call (driver only).
+        """The entries of `take_wal_appends`, batch by batch."""
+        return [batch for _tid, _prev, batch in self.take_wal_appends()]
 
-        Contiguous batches are joined (as Ra's ``begin_tx``/``commit_tx``):
+    def take_wal_appends(self) -> list[WalWrite]:
+        """Writes to hand to the WAL since the last call (driver only), each
+        ``(mem_table_id, prev_idx, entries)``.
+
+        Contiguous writes into one table are joined (as Ra's ``begin_tx``/``commit_tx``):
         appends made while handling one event reach the WAL as one write.
         """
         out, self._wal_out = self._wal_out, []
@@ -415,23 +385,26 @@ class LogBase:
         if len(out) >= 2:
             out = self._joined(out)
         if run is not None and len(out) == 1:
-            batch = out[0]
+            tid, prev, batch = out[0]
             if len(run) == len(batch) and run and run[0] is batch[0] and run[-1] is batch[-1]:
                 # the same entries went out packed in this event's AppendEntries:
                 # the WAL record reuses their pickle (`ra.packed`)
-                out = [run]
+                out = [(tid, prev, run)]
         return out
 
     @staticmethod
-    def _joined(out: list[list[Entry]]) -> list[list[Entry]]:
-        joined: list[list[Entry]] = []
-        owned = False  # joined[-1] is a list of our own (callers' lists are not extended)
-        for batch in out:
-            if joined and batch and joined[-1] and batch[0][0] == joined[-1][-1][0] + 1:
+    def _joined(out: list[WalWrite]) -> list[WalWrite]:
+        joined: list[WalWrite] = []
+        owned = False  # joined[-1]'s list is our own (callers' lists are not extended)
+        for tid, prev, batch in out:
+            if joined and batch and joined[-1][2] and joined[-1][0] == tid \
+                    and batch[0][0] == joined[-1][2][-1][0] + 1:
+                j_tid, j_prev, j_batch = joined[-1]
                 if not owned:
-                    joined[-1], owned = list(joined[-1]), True
-                joined[-1].extend(batch)
+                    j_batch, owned = list(j_batch), True
+                    joined[-1] = (j_tid, j_prev, j_batch)
+                j_batch.extend(batch)
             else:
-                joined.append(batch)
+                joined.append((tid, prev, batch))
                 owned = False
         return joined

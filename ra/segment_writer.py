@@ -1,19 +1,21 @@
 """`ra_log_segment_writer`: moves closed WAL files into per-server segments.
 
-The WAL hands over each closed file as ``("mem_tables", {uid: [(file_no,
-seq)]}, wal_path)``. For every server listed, the segment writer takes that
-file's memtable view (what the file holds for the server, minus indexes below
-its snapshot), writes it into new segment files of at most
-``segment_max_entries`` entries under ``<data_dir>/<uid>/`` (fsynced, then
-renamed into place, off the hub), tells the server
+The WAL hands over each closed file as ``("mem_tables", {uid: [(mem_table_id,
+seq), ...]}, wal_path)``: per server, the mem tables the file's entries went
+into, newest first. A newer table shadows the older ones from its first index
+on (an overwrite opened it), so each older sequence is cut below the first
+index of the newer one, and everything below the server's smallest live index
+(its snapshot) is left out. The rest is read from the tables and written into
+new segment files of at most ``segment_max_entries`` entries under
+``<data_dir>/<uid>/`` (fsynced, then renamed into place, off the hub); then
+the server hears
 
-    ("ra_log_event", ("segments", [(term, seq), ...], [(file_name, (first, last)), ...]))
+    ("ra_log_event", ("segments", [(mem_table_id, seq), ...], [(file_name, (first, last)), ...]))
 
-and drops the view from the memtable. The first list says which ``(index,
-term)`` pairs are now in segments, grouped by term (warren's form of Ra's
-``TidSeqs``: entries with the same index and term are the same entry, so a
-server can drop exactly those from memory, whatever it overwrote since).
-When every server of the file is done, the WAL file is deleted.
+(Ra's ``TidSeqs``, as handed over) and deletes those rows from its tables
+when it handles the event. A server that is not running cannot: the segment
+writer deletes the rows it flushed itself. When every server of the file is
+done, the WAL file is deleted.
 
 Segments are immutable: every flush creates new files, so a reader never sees
 one being filled. Ra tops its newest segment up across flushes; warren does
@@ -95,17 +97,6 @@ class SegmentWriterServer(GenBatchServer):
 
     def terminate(self, reason: Any, writer: SegmentWriter) -> None:
         writer.stop()
-
-
-def term_runs(entries: list[Entry]) -> list[tuple[int, ra_seq.Seq]]:
-    """``[(term, seq)]`` of increasing-index entries, a new pair per term change."""
-    groups: list[tuple[int, list[int]]] = []
-    for idx, term, _ in entries:
-        if groups and groups[-1][0] == term:
-            groups[-1][1].append(idx)
-        else:
-            groups.append((term, [idx]))
-    return [(term, ra_seq.from_list(idxs)) for term, idxs in groups]
 
 
 def split_runs(entries: list[Entry], max_entries: int) -> list[list[Entry]]:
@@ -192,7 +183,7 @@ class SegmentWriter:
 
     def flush(self, ranges: dict[str, list[tuple[int, ra_seq.Seq]]], wal_path: str) -> None:
         for uid, tid_seqs in ranges.items():
-            self._flush_uid(uid, [file_no for file_no, _ in tid_seqs])
+            self._flush_uid(uid, tid_seqs)
         if crash_points.ARMED:
             crash_points.reached("segments_reported")
         try:
@@ -200,28 +191,48 @@ class SegmentWriter:
         except FileNotFoundError:
             pass
 
-    def _flush_uid(self, uid: str, file_nos: list[int]) -> None:
-        table = self.ets.mem_tables.get(uid)
-        if table is None:
+    def _flush_uid(self, uid: str, tid_seqs: list[tuple[int, ra_seq.Seq]]) -> None:
+        entries = self.entries_to_flush(uid, tid_seqs)
+        if not entries:
             return
+        directory = server_dir(self.cfg.data_dir, uid)
+        chunks = split_runs(entries, self.cfg.segment_max_entries)
+        refs = self._pool.apply(self._write_all, (directory, chunks))
+        if crash_points.ARMED:
+            crash_points.reached("segments_written")
+        trace.emit("ra_segments_written", node=self.node_name, uid=uid,
+                   entries=len(entries), segments=len(refs))
+        pid = self.ets.whereis(uid)
+        if pid is not None and actors.is_process_alive(pid):
+            actors.send(pid, ("ra_log_event", ("segments", tid_seqs, refs)))
+        else:
+            for tid, seq in tid_seqs:
+                self.ets.delete_flushed(uid, tid, seq)
+
+    def entries_to_flush(self, uid: str, tid_seqs: list[tuple[int, ra_seq.Seq]]) -> list[Entry]:
+        """What a file's tables hold for `uid` that belongs in segments, in index order
+        (``flush_mem_table_ranges``): newest table first, each older one cut below
+        where the newer one starts, all of it at or above the smallest live index."""
         floor = self.ets.smallest_live_index(uid)
+        chosen: list[tuple[Any, ra_seq.Seq]] = []
+        ceiling: int | None = None
+        for tid, seq in tid_seqs:
+            table = self.ets.table(tid)
+            if table is None:
+                continue  # deleted: a snapshot covered it, or the server is gone
+            seq = ra_seq.floor(floor, seq) if floor > 0 else seq
+            if ceiling is not None:
+                seq = ra_seq.limit(ceiling - 1, seq)
+            if not seq:
+                continue
+            chosen.append((table, seq))
+            first = ra_seq.first(seq)
+            assert first is not None
+            ceiling = first if table.start is None else min(first, table.start)
         entries: list[Entry] = []
-        for file_no in file_nos:
-            entries.extend(table.view_entries(file_no, floor))
-        refs: list[ra_segment.SegRef] = []
-        if entries:
-            directory = server_dir(self.cfg.data_dir, uid)
-            chunks = split_runs(entries, self.cfg.segment_max_entries)
-            refs = self._pool.apply(self._write_all, (directory, chunks))
-            if crash_points.ARMED:
-                crash_points.reached("segments_written")
-            trace.emit("ra_segments_written", node=self.node_name, uid=uid,
-                       entries=len(entries), segments=len(refs))
-            pid = self.ets.whereis(uid)
-            if pid is not None:
-                actors.send(pid, ("ra_log_event", ("segments", term_runs(entries), refs)))
-        for file_no in file_nos:
-            table.drop(file_no)
+        for table, seq in reversed(chosen):
+            entries.extend(table.entries_of(seq))
+        return entries
 
     def _write_all(self, directory: str, chunks: list[list[Entry]]) -> list[ra_segment.SegRef]:
         """On a pool thread: number and write the segments of one flush."""

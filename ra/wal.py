@@ -11,19 +11,27 @@ fsync: that is where a quorum queue's throughput comes from.
 
 The protocol a server uses (a message, so a dead WAL never blocks it):
 
-    ("append", uid, writer_pid, [(idx, term, cmd), ...])
+    ("append", uid, writer_pid, mem_table_id, prev_idx, [(idx, term, cmd), ...])
 
-Per uid the WAL tracks ``(in_seq | out_of_seq, last_idx)`` (as ``ra_log_wal`` does):
-writes below the server's snapshot are dropped, a first index at or below
-``last_idx + 1`` is accepted (an overwrite truncates), an unknown writer is
-accepted, and a gap is answered once with ``("resend_write", last_idx + 1)``
-while later writes are dropped until the missing index arrives.
+The server has already put the entries into its mem table (`ra.log_ets`);
+the WAL makes them durable and records which table each one went into.
+``prev_idx`` is the index the writer wrote before the batch's first entry
+(not necessarily ``first - 1``: a sparse write skips indexes), each later
+entry's is the entry before it. Per uid the WAL tracks ``(in_seq |
+out_of_seq, last_idx)`` and checks each write in ``ra_log_wal``'s order:
+below the server's smallest live index it is dropped; from a known writer
+whose ``prev_idx <= last_idx``, or at exactly the smallest live index, it is
+written; from an unknown writer it is written; an ``out_of_seq`` writer's is
+dropped; an ``in_seq`` writer with a gap is asked once with
+``("resend_write", last_idx + 1)`` and becomes ``out_of_seq``.
 
-When the current file exceeds ``wal_max_size_bytes`` it is closed, the
-writer map is saved to ``writers.snapshot`` and the segment writer gets
-``("mem_tables", {uid: [(file_no, seq)]}, wal_path)``; it deletes the file
-once every server's entries are in segments. What the files hold is mirrored
-in the node's memtables (`ra.log_ets`), rebuilt from the files on restart.
+When the current file exceeds ``wal_max_size_bytes`` (or holds
+``wal_max_entries``) it is closed, the writer map is saved to
+``writers.snapshot`` and the segment writer gets ``("mem_tables", {uid:
+[(mem_table_id, seq), ...]}, wal_path)``: per server the tables the file's
+entries went into, newest first, each sequence floored at the server's
+smallest live index. It deletes the file once every server's entries are in
+segments. On a node's start the files rebuild the servers' mem tables.
 
 A slow disk is modelled by a sync delay (``("set_sync_delay", ms)``, the
 `warren ctl set_disk_delay` hook): the pool thread sleeps that long before
@@ -114,10 +122,12 @@ class WalConfig:
     inline_sync_max_entries: int = 16
 
 
-def append(wal: Any, uid: str, writer_pid: Pid, entries: list[Entry]) -> None:
-    """Send one batch of a server's entries to the WAL; `WalDown` if it is not running."""
+def append(wal: Any, uid: str, writer_pid: Pid, tid: int, prev_idx: int,
+           entries: list[Entry]) -> None:
+    """Send one batch of a server's entries, already in its mem table `tid`, to the
+    WAL (``ra_log_wal:write/7`` for a run); `WalDown` if it is not running."""
     try:
-        actors.send(wal, ("append", uid, writer_pid, entries))
+        actors.send(wal, ("append", uid, writer_pid, tid, prev_idx, entries))
     except actors.NoSuchName:
         raise WalDown() from None
 
@@ -232,8 +242,8 @@ class Wal:
         self.limit = config.wal_max_size_bytes
         #: entries written to the current file (``wal_max_entries`` counts these)
         self.entries = 0
-        #: uids with entries in the current file
-        self.file_uids: set[str] = set()
+        #: uid -> [(mem table id, seq)] written to the current file, newest table first
+        self.ranges: dict[str, list[tuple[int, ra_seq.Seq]]] = {}
         self._pool = gevent.get_hub().threadpool
         #: injected before each batch's sync: a slow disk (0: none)
         self.sync_delay_ms = 0
@@ -247,32 +257,39 @@ class Wal:
     # ---- start and recovery (``ra_log_wal:init/1``) -----------------------
 
     def recover(self) -> None:
+        """Read every file in order and hand each to the segment writer. On a node's
+        start (``initial``) the files rebuild the mem tables, a successor table at
+        each overwrite; a WAL restarted while the servers run (``post_boot``) leaves
+        their tables alone and only finds which table holds each entry."""
         make_dirs(self.cfg.dir)
         self.writers = self._load_writers()
-        self.ets.reset_mem_tables()
+        initial = not self.ets.wal_recovered
         files = sorted(
             (n, name) for name in os.listdir(self.cfg.dir)
             if (n := wal_file.file_number(name)) is not None
         )
         registered = self.cfg.registered or (lambda _uid: True)
         self.writers = {uid: w for uid, w in self.writers.items() if registered(uid)}
-        recovered: list[tuple[int, set[str]]] = []
+        recovered: list[tuple[int, dict[str, list[tuple[int, ra_seq.Seq]]]]] = []
         for file_no, name in files:
             rec = wal_file.read(os.path.join(self.cfg.dir, name))
             if rec.torn:
                 log.warning("WAL %s: torn tail after %d bytes discarded", name, rec.valid_bytes)
-            uids: set[str] = set()
+            self.ranges = {}
             for batch in rec.batches:
                 for uid, entries in batch:
-                    if not registered(uid):
-                        continue
-                    self._insert(file_no, uid, entries)
-                    self.writers[uid] = (IN_SEQ, entries[-1][0])
-                    uids.add(uid)
-            recovered.append((file_no, uids))
+                    if registered(uid):
+                        self._recover_entries(uid, entries, initial)
+            recovered.append((file_no, self.ranges))
+        self.ranges = {}
+        self.ets.wal_recovered = True
         self.file_no = files[-1][0] if files else 0
-        for file_no, uids in recovered:
-            self._hand_over(file_no, uids)
+        if files:
+            # as Ra's roll_over at start: the files are about to be flushed and
+            # deleted, and the writers' last indexes must outlive them
+            self._save_writers()
+        for file_no, ranges in recovered:
+            self._hand_over(file_no, ranges)
         # the first file's limit is random in (max/2, max] so nodes roll at different times
         rng = random.Random(self.cfg.seed)
         half = self.cfg.wal_max_size_bytes // 2
@@ -328,7 +345,7 @@ class Wal:
         os.write(self.fd, wal_file.HEADER)
         self.size = len(wal_file.HEADER)
         self.entries = 0
-        self.file_uids = set()
+        self.ranges = {}
         if self.pre_allocate:
             self._pre_allocate(path)
 
@@ -349,12 +366,43 @@ class Wal:
                 # a counting wrapper (`ra.disk_store.SyncCounter`) of fdatasync
                 self.fsync.sync = os.fsync  # type: ignore[attr-defined]
 
-    def _insert(self, file_no: int, uid: str, entries: list[Entry]) -> None:
+    def _recover_entries(self, uid: str, entries: list[Entry], initial: bool) -> None:
+        """One recovered write (``recover_entry``): nothing in a file says whether a
+        write was sparse, so every entry is inserted as one may be."""
         smallest = self.ets.smallest_live_index(uid)
-        if entries[0][0] < smallest:
-            entries = [e for e in entries if e[0] >= smallest]
-        if entries:
-            self.ets.mem_table(uid).insert(file_no, entries)
+        head = self.ets.mem_tables.get(uid)
+        for entry in entries:
+            idx = entry[0]
+            self.writers[uid] = (IN_SEQ, idx)
+            if idx < smallest:
+                continue
+            if initial:
+                table = head if head is not None else self.ets.mem_table_please(uid)
+                if not table.insert(entry):
+                    table = self.ets.new_mem_table_please(uid)
+                    table.insert(entry)
+                head = table
+                self._add_range(uid, table.tid, [idx])
+            else:
+                tid = None if head is None else head.tid_for(idx, entry[1])
+                if tid is not None:  # else flushed already
+                    self._add_range(uid, tid, [idx])
+
+    def _add_range(self, uid: str, tid: int, idxs: list[int]) -> None:
+        """Record that `idxs` (ascending) went into table `tid` (``update_ranges``)."""
+        ranges = self.ranges.get(uid)
+        if ranges is None:
+            self.ranges[uid] = [(tid, ra_seq.from_list(idxs))]
+        elif ranges[0][0] != tid:
+            ranges.insert(0, (tid, ra_seq.from_list(idxs)))
+        else:
+            seq = ranges[0][1]
+            if idxs[0] > (ra_seq.last(seq) or -1):
+                for idx in idxs:
+                    seq = ra_seq.append(idx, seq)
+            else:  # a resend of what the table already had in this file
+                seq = ra_seq.from_list(ra_seq.expand(seq) + idxs)
+            ranges[0] = (tid, seq)
 
     # ---- one batch -------------------------------------------------------
 
@@ -364,19 +412,19 @@ class Wal:
         writer; returns the ``reply`` actions for its `calls`, answered after a
         rollover the batch asked for (a reply means the file was handed over)."""
         batch: wal_file.Batch = []
-        #: (uid, pid) -> [(term, seq)] runs, oldest first
-        notes: dict[tuple[str, Any], list[tuple[int, ra_seq.Seq]]] = {}
+        #: (uid, pid) -> [(tid, term, seq)] runs, oldest first
+        notes: dict[tuple[str, Any], list[tuple[int, int, ra_seq.Seq]]] = {}
         calls = calls or []
         roll = any(request == "rollover" for _, request in calls)
         n_entries = 0
         for msg in msgs:
             match msg:
-                case ("append", uid, pid, entries) if entries:
-                    accepted = self._accept(uid, pid, own_batch(entries))
+                case ("append", uid, pid, tid, prev_idx, entries) if entries:
+                    accepted = self._accept(uid, pid, prev_idx, own_batch(entries))
                     if accepted:
                         batch.append((uid, accepted))
                         n_entries += len(accepted)
-                        _note(notes.setdefault((uid, pid), []), accepted)
+                        _note(notes.setdefault((uid, pid), []), tid, accepted)
                 case "rollover":
                     roll = True
                 case _:
@@ -398,13 +446,11 @@ class Wal:
             self.sync_ms_recent.append(fsync_ms)
             self.size += len(data)
             self.entries += n_entries
-            for uid, entries in batch:
-                self._insert(self.file_no, uid, entries)
-                self.file_uids.add(uid)
             trace.emit("ra_wal_batch", node=self.node_name, entries=n_entries,
                        writers=len(notes), bytes=len(data), fsync_ms=round(fsync_ms, 3))
-            for (_uid, pid), runs in notes.items():
-                for term, seq in runs:
+            for (uid, pid), runs in notes.items():
+                for tid, term, seq in runs:
+                    self._add_range(uid, tid, ra_seq.expand(seq))
                     actors.send(pid, ("ra_log_event", ("written", term, seq)))
         if roll or self.size > self.limit or self._full():
             self.rollover()
@@ -440,18 +486,24 @@ class Wal:
             return 0.0
         return sorted(recent)[len(recent) // 2]
 
-    def _accept(self, uid: str, pid: Any, entries: list[Entry]) -> list[Entry]:
-        """The part of a batch to write; sends ``resend_write`` on a gap, as ``ra_log_wal`` does."""
+    def _accept(self, uid: str, pid: Any, prev_idx: int, entries: list[Entry]) -> list[Entry]:
+        """The part of a batch to write, checked as ``ra_log_wal:handle_msg`` checks each
+        entry: only the first can fail once the ones below the smallest live index are
+        dropped (each later entry's previous index is the entry before it)."""
         self.ets.register(uid, pid)
         smallest = self.ets.smallest_live_index(uid)
         if entries[-1][0] < smallest:
             self.writers[uid] = (IN_SEQ, smallest - 1)
             return []
         if entries[0][0] < smallest:
+            # the dropped ones put the writer in sequence at smallest - 1, and the
+            # first kept entry's previous index is below smallest
             entries = [e for e in entries if e[0] >= smallest]
+            self.writers[uid] = (IN_SEQ, smallest - 1)
+            prev_idx = smallest - 1
         first = entries[0][0]
         state = self.writers.get(uid)
-        if state is None or first <= state[1] + 1 or first == smallest:
+        if state is None or prev_idx <= state[1] or first == smallest:
             self.writers[uid] = (IN_SEQ, entries[-1][0])
             return entries
         flag, last = state
@@ -481,25 +533,29 @@ class Wal:
 
     def rollover(self) -> None:
         """Close the current file (if it holds anything) and hand it to the segment writer."""
-        if not self.file_uids:
+        if not self.ranges:
             return
         self._file.release()
         self._pool.apply(self._save_writers)
         if crash_points.ARMED:
             crash_points.reached("wal_rollover")
-        self._hand_over(self.file_no, self.file_uids)
+        self._hand_over(self.file_no, self.ranges)
         # only the first file after a start has a random limit, as in Ra
         self.limit = self.cfg.wal_max_size_bytes
         self._open_next()
 
-    def _hand_over(self, file_no: int, uids: set[str]) -> None:
+    def _hand_over(self, file_no: int, written: dict[str, list[tuple[int, ra_seq.Seq]]]) -> None:
+        """Give a closed file to the segment writer: per server its tables, newest
+        first, each sequence floored at the smallest live index (a snapshot taken
+        since the write covers what is below)."""
         path = os.path.join(self.cfg.dir, wal_file.file_name(file_no))
         target = self.cfg.segment_writer
         ranges: dict[str, list[tuple[int, ra_seq.Seq]]] = {}
-        for uid in sorted(uids):
-            table = self.ets.mem_table(uid)
-            idxs = sorted(table.views.get(file_no, {}))
-            ranges[uid] = [(file_no, ra_seq.from_list(idxs))]
+        for uid in sorted(written):
+            smallest = self.ets.smallest_live_index(uid)
+            floored = [(tid, ra_seq.floor(smallest, seq) if smallest > 0 else seq)
+                       for tid, seq in written[uid]]
+            ranges[uid] = [(tid, seq) for tid, seq in floored if seq]
         if target is None:
             return
         try:
@@ -508,12 +564,13 @@ class Wal:
             log.warning("WAL: no segment writer; %s kept until the next recovery", path)
 
 
-def _note(runs: list[tuple[int, ra_seq.Seq]], entries: list[Entry]) -> None:
-    """Add written entries to a writer's runs: a new run per term change or overwrite."""
+def _note(runs: list[tuple[int, int, ra_seq.Seq]], tid: int, entries: list[Entry]) -> None:
+    """Add written entries to a writer's runs: a new run per mem table, per term
+    change and per overwrite (``written`` events go out per table and term, older first)."""
     for idx, term, _ in entries:
         if runs:
-            r_term, r_seq = runs[-1]
-            if r_term == term and idx > ra_seq.last(r_seq):  # type: ignore[operator]
-                runs[-1] = (term, ra_seq.append(idx, r_seq))
+            r_tid, r_term, r_seq = runs[-1]
+            if r_tid == tid and r_term == term and idx > ra_seq.last(r_seq):  # type: ignore[operator]
+                runs[-1] = (tid, term, ra_seq.append(idx, r_seq))
                 continue
-        runs.append((term, [idx]))
+        runs.append((tid, term, [idx]))

@@ -1,7 +1,8 @@
 """An in-memory WAL writer process speaking Ra's WAL protocol.
 
 One per node, registered as ``ra_log_wal`` (or the system's configured
-name). Ra servers send ``("append", uid, writer_pid, entries)`` and later
+name). Ra servers send ``("append", uid, writer_pid, mem_table_id, prev_idx,
+entries)`` (the in-memory log has no mem tables: its id is None) and later
 receive ``("ra_log_event", ("written", term, seq))`` for what was written,
 or ``("ra_log_event", ("resend_write", idx))`` when a gap shows a write went
 missing. Like the disk WAL it is a `gen_batch_server`: the appends that
@@ -53,8 +54,8 @@ class MemoryWal(GenBatchServer):
         replies: list[Any] = []
         for op in ops:
             match op:
-                case ("info", ("append", uid, writer, entries)):
-                    self._append(uid, writer, entries, written.setdefault(writer, []))
+                case ("info", ("append", uid, writer, _tid, prev_idx, entries)):
+                    self._append(uid, writer, prev_idx, entries, written.setdefault(writer, []))
                 case ("call", from_, ("last_writer_seq", uid)):
                     wlog = self.disk.wal.get(uid)
                     replies.append(("reply", from_, wlog.last if wlog is not None else None))
@@ -63,19 +64,23 @@ class MemoryWal(GenBatchServer):
                 actors.send(writer, ("ra_log_event", ("written", term, ra_seq.from_list(idxs))))
         return ("ok", replies, state)
 
-    def _append(self, uid: str, writer: Any, entries: list[Entry],
+    def _append(self, uid: str, writer: Any, prev_idx: int, entries: list[Entry],
                 runs: list[tuple[int, list[int]]]) -> None:
+        """Each entry checked as the disk WAL checks it: its previous index is
+        `prev_idx` for the first, the entry before it for the others."""
         disk = self.disk
         known = uid in disk.wal
         wlog = disk.writer(uid)
         smallest = disk.smallest_live_index(uid)
+        prev = prev_idx
         for entry in entries:
             idx, term, _ = entry
+            entry_prev, prev = prev, idx
             if idx < smallest:
                 # below the snapshot: not needed, and the writer is in sequence up to it
                 wlog.seq_state, wlog.last = "in_seq", max(wlog.last, smallest - 1)
                 continue
-            if known and (idx - 1 <= wlog.last or idx == smallest):
+            if known and (entry_prev <= wlog.last or idx == smallest):
                 wlog.seq_state = "in_seq"
             elif not known:
                 known = True

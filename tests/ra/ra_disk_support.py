@@ -90,10 +90,39 @@ class Stack:
 def flush_to_wal(log: Any, uid: str) -> int:
     """The shell's part after each event: hand the log's pending writes to the WAL."""
     n = 0
-    for batch in log.take_wal_writes():
-        ra_wal.append(ra_wal.WAL_NAME, uid, actors.self(), batch)
+    for tid, prev_idx, batch in log.take_wal_appends():
+        ra_wal.append(ra_wal.WAL_NAME, uid, actors.self(), tid, prev_idx, batch)
         n += len(batch)
     return n
+
+
+def write(ets: LogEts, uid: str, pid: Any, batch: list[Any], prev_idx: int | None = None) -> int:
+    """A server log's part in the WAL protocol, without the rest of a log: put `batch`
+    into the uid's mem table (a successor when it would overwrite a row) and send it
+    with the table's id and the index written before it (default: the one before the
+    batch's first). Returns the table id."""
+    table = ets.mem_table_please(uid)
+    if batch[0][0] <= table.last:
+        table = ets.new_mem_table_please(uid)
+    for entry in batch:
+        assert table.insert(entry)
+    prev = batch[0][0] - 1 if prev_idx is None else prev_idx
+    ra_wal.append(ra_wal.WAL_NAME, uid, pid, table.tid, prev, batch)
+    return table.tid
+
+
+def held(ets: LogEts, uid: str) -> list[Any]:
+    """What the log of `uid` holds in memory: per index the newest table's row."""
+    head = ets.mem_tables.get(uid)
+    if head is None:
+        return []
+    top = max(t.last for t in head.chain())
+    out = []
+    for idx in range(0, top + 1):
+        entry = head.lookup(idx)
+        if entry is not None:
+            out.append(entry)
+    return out
 
 
 def pump(log: Any, uid: str, until: Callable[[], bool], timeout: int = 3000) -> None:

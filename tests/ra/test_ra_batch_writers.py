@@ -14,7 +14,7 @@ from ra import seq as ra_seq
 from ra import wal as ra_wal
 from ra import wal_file, wal_memory
 from ra.memory_disk import MemoryDisk
-from tests.ra.ra_disk_support import Stack, relay
+from tests.ra.ra_disk_support import Stack, relay, write
 
 UID = "U1"
 
@@ -45,7 +45,7 @@ def open_files_under(directory: str) -> list[str]:
 def test_the_wal_rolls_over_on_a_cast_as_ra_sends_it(node: Node, tmp_path: Any) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 3))
+        write(stack.ets, UID, actors.self(), entries(1, 3))
         assert next_msg()[1][0] == "written"
         gen_batch_server.cast(ra_wal.WAL_NAME, "rollover")
         stack.sync()
@@ -58,7 +58,7 @@ def test_the_segment_writer_flushes_mem_tables_sent_as_a_cast(
 ) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 3))
+        write(stack.ets, UID, actors.self(), entries(1, 3))
         assert next_msg()[1][0] == "written"
         stack.rollover()  # no segment writer was named: the closed file is kept
         ok, stack.sw_pid = ra_sw.start_link(ra_sw.SegmentWriterConfig(
@@ -88,7 +88,7 @@ def test_the_memory_wal_answers_in_the_batch_that_wrote(node: Node) -> None:
     with node.attached():
         ok, pid = wal_memory.start_link(MemoryDisk(), name="mem_wal")
         assert ok == "ok"
-        actors.send(pid, ("append", UID, actors.self(), entries(1, 4)))
+        actors.send(pid, ("append", UID, actors.self(), None, 0, entries(1, 4)))
         assert gen_batch_server.call(pid, ("last_writer_seq", UID)) == 4
         assert next_msg() == ("ra_log_event", ("written", 1, [(1, 4)]))
         actors.unlink(pid)
@@ -104,7 +104,7 @@ def test_a_mailbox_larger_than_upstream_s_first_batch_is_still_one_fsync(
         pids = [actors.spawn_link(relay, me, n) for n in range(100)]
         before = stack.fsync.calls
         for n, pid in enumerate(pids):
-            ra_wal.append(ra_wal.WAL_NAME, f"uid{n}", pid, entries(1, 1))
+            write(stack.ets, f"uid{n}", pid, entries(1, 1))
         assert len([next_msg() for _ in pids]) == 100
         assert stack.fsync.calls - before == 1
         stack.stop_all()

@@ -154,6 +154,7 @@ def test_a_restarted_node_recovers_exactly_what_was_written(node: Node, tmp_path
         assert again.fold(0, 100) == history and again.last_written() == (12, 3)
         stack.sync()
         assert stack.wal_files() == ["0000000000000004.wal"]  # recovered files flushed
+        drain_events(again, UID)  # the server deletes the flushed rows as it hears of them
         final = open_log(stack)
         assert final.fold(0, 100) == history and final.mem_size() == 1
         stack.stop_all()
@@ -200,12 +201,14 @@ def test_recovery_keeps_a_segment_whose_flush_is_still_being_announced(tmp_path:
     d = str(tmp_path / UID)
     os.makedirs(d)
     ets = LogEts()
-    ets.mem_table(UID).insert(1, es(1, 4))   # the WAL view being flushed
+    table = ets.mem_table_please(UID)  # the table being flushed
+    for entry in es(1, 4):
+        table.insert(entry)
     name, rng = ra_segment.write(d, 1, es(1, 4))  # ... already renamed into place
     log = DiskLog.open(d, UID, ets)
     assert log.fold(0, 10) == [DUMMY_ENTRY, *es(1, 4)]
     assert ra_segment.list_segments(d) == [name]
-    log.handle_event(("segments", [(1, [(1, 4)])], [(name, rng)]))
+    log.handle_event(("segments", [(table.tid, [(1, 4)])], [(name, rng)]))
     assert log.mem_size() == 1 and log.fold(0, 10) == [DUMMY_ENTRY, *es(1, 4)]
     assert DiskLog.open(d, UID).fold(0, 10) == [DUMMY_ENTRY, *es(1, 4)]
 

@@ -39,9 +39,10 @@ def test_a_long_backlog_leaves_only_the_current_wal_files_entries_in_memory(
         uid = api.member_overview(sid)["uid"]
         handle = lookup(node, "default")
         assert handle is not None
-        table = handle.disk.log_ets.mem_table(uid)
+        ets = handle.disk.log_ets
         # one command at a time: each WAL file holds WINDOW entries, then is flushed
-        wait_until(lambda: len(table) <= WINDOW, what="the flushed files to leave memory")
+        wait_until(lambda: ets.mem_table(uid).chain_size() <= WINDOW,
+                   what="the flushed files to leave memory")
         on_disk = segment.list_segments(os.path.join(str(tmp_path), uid))
         assert len(on_disk) >= COMMANDS // WINDOW - 1
         assert api.local_query(sid, lambda state: state, 5000)[1][1] == COMMANDS

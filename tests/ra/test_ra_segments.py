@@ -14,8 +14,7 @@ import actors
 from actors import Node, gen_server
 from ra import segment as ra_segment
 from ra import segment_writer as ra_sw
-from ra import wal as ra_wal
-from tests.ra.ra_disk_support import Stack
+from tests.ra.ra_disk_support import Stack, held, write
 
 UID = "U1"
 
@@ -75,7 +74,6 @@ def test_a_cached_segment_index_costs_about_its_size_on_disk(tmp_path: Any) -> N
 def test_runs_split_at_the_limit_and_at_jumps() -> None:
     es = entries(1, 5) + entries(9, 10)
     assert [[e[0] for e in c] for c in ra_sw.split_runs(es, 2)] == [[1, 2], [3, 4], [5], [9, 10]]
-    assert ra_sw.term_runs(entries(1, 3, 1) + entries(4, 4, 2)) == [(1, [(1, 3)]), (2, [4])]
 
 
 def test_runs_are_the_longest_contiguous_chunks_within_the_limit() -> None:
@@ -98,7 +96,7 @@ def test_runs_are_the_longest_contiguous_chunks_within_the_limit() -> None:
 
 
 def write_and_roll(stack: Stack, uid: str, es: list[Any]) -> None:
-    ra_wal.append(ra_wal.WAL_NAME, uid, actors.self(), es)
+    write(stack.ets, uid, actors.self(), es)
     msg = actors.receive(2000)
     assert msg[1][0] == "written"
     stack.rollover()
@@ -131,7 +129,7 @@ def test_a_flush_writes_segments_of_at_most_max_entries(node: Node, tmp_path: An
 def test_segments_are_fsynced_before_the_server_hears_of_them(node: Node, tmp_path: Any) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start(segment_max_entries=4)
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 10))
+        write(stack.ets, UID, actors.self(), entries(1, 10))
         actors.receive(2000)
         before = stack.fsync.calls
         stack.rollover()
@@ -156,7 +154,7 @@ def test_numbering_continues_after_a_restart(node: Node, tmp_path: Any) -> None:
 def test_indexes_below_the_snapshot_are_not_flushed(node: Node, tmp_path: Any) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start()
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 10))
+        write(stack.ets, UID, actors.self(), entries(1, 10))
         actors.receive(2000)
         stack.ets.set_snapshot_index(UID, 6)
         stack.rollover()
@@ -165,16 +163,24 @@ def test_indexes_below_the_snapshot_are_not_flushed(node: Node, tmp_path: Any) -
         stack.stop_all()
 
 
-def test_an_overwritten_view_flushes_what_the_log_now_holds(node: Node, tmp_path: Any) -> None:
+def test_a_successor_table_shadows_the_older_one_from_its_first_index(
+    node: Node, tmp_path: Any
+) -> None:
+    """An overwrite opens a new mem table; the file's hand-off names both, newest first,
+    and the segment holds the older table's rows only below the newer one's first."""
     with node.attached():
         stack = Stack(str(tmp_path)).start(segment_max_entries=100)
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 6, term=1))
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(4, 5, term=2))
+        old = write(stack.ets, UID, actors.self(), entries(1, 6, term=1))
+        new = write(stack.ets, UID, actors.self(), entries(4, 5, term=2), prev_idx=6)
+        assert new != old
         actors.receive(2000)
         actors.receive(2000)
         stack.rollover()
-        assert segments_event() == ("segments", [(1, [(1, 3)]), (2, [5, 4])],
+        assert segments_event() == ("segments", [(new, [5, 4]), (old, [(1, 6)])],
                                     [("0000000000000001.segment", (1, 5))])
+        path = os.path.join(stack.server_dir(UID), "0000000000000001.segment")
+        assert ra_segment.SegmentReader().read(path, 1, 5) == \
+            entries(1, 3, term=1) + entries(4, 5, term=2)
         stack.stop_all()
 
 
@@ -183,12 +189,13 @@ def test_a_server_that_is_not_running_still_gets_its_file_flushed(
 ) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start()
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 3))
+        write(stack.ets, UID, actors.self(), entries(1, 3))
         actors.receive(2000)
         stack.ets.directory.pop(UID)  # its process is gone
         old = stack.wal_files()
         stack.rollover()
         assert os.listdir(stack.server_dir(UID)) == ["0000000000000001.segment"]
+        assert held(stack.ets, UID) == []  # the segment writer deleted the rows itself
         assert not set(old) & set(stack.wal_files())
         assert actors.receive(100) is actors.TIMEOUT
         stack.stop_all()

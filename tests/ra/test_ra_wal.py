@@ -13,7 +13,7 @@ from actors import Node, gen_server, trace
 from ra import wal as ra_wal
 from ra import wal_file
 from ra.log_base import WalDown
-from tests.ra.ra_disk_support import Stack, relay
+from tests.ra.ra_disk_support import Stack, held, relay, write
 
 UID = "U1"
 
@@ -37,9 +37,8 @@ def nothing_more(timeout: int = 100) -> bool:
 
 
 def view(stack: Stack, uid: str = UID) -> list[Any]:
-    """Everything the memtable holds for `uid`, in index order."""
-    table = stack.ets.mem_table(uid)
-    return [e for v in table.copy_views() for e in v]
+    """What the mem tables of `uid` hold, per index the newest table's row."""
+    return held(stack.ets, uid)
 
 
 # --- batching -----------------------------------------------------------------
@@ -54,7 +53,7 @@ def test_the_wal_counts_its_batches_and_their_entries(node: Node, tmp_path: Any)
         pids = [actors.spawn_link(relay, me, n) for n in range(3)]
         before = gen_server.call(ra_wal.WAL_NAME, "sync_stats")
         for n, pid in enumerate(pids):  # queued before the WAL runs again: one batch
-            ra_wal.append(ra_wal.WAL_NAME, f"uid{n}", pid, entries(1, 4))
+            write(stack.ets, f"uid{n}", pid, entries(1, 4))
         for _ in pids:
             next_msg()
         after = gen_server.call(ra_wal.WAL_NAME, "sync_stats")
@@ -74,7 +73,7 @@ def test_a_mailbox_of_many_writers_is_one_write_and_one_fsync(
         before = stack.fsync.calls
         # all appends are queued before the WAL runs again: one batch
         for n, pid in enumerate(pids):
-            ra_wal.append(ra_wal.WAL_NAME, f"uid{n}", pid, entries(1, 3 + n % 2))
+            write(stack.ets, f"uid{n}", pid, entries(1, 3 + n % 2))
         got = sorted((next_msg() for _ in pids), key=lambda m: m[0])
         assert stack.fsync.calls - before == 1
         assert got == [(n, written(1, [(1, 3 + n % 2)])) for n in range(writers)]
@@ -89,8 +88,8 @@ def test_each_batch_records_a_trace_point(node: Node, tmp_path: Any) -> None:
         with node.attached():
             stack = Stack(str(tmp_path)).start(segments=False)
             me = actors.self()
-            ra_wal.append(ra_wal.WAL_NAME, "a", me, entries(1, 4))
-            ra_wal.append(ra_wal.WAL_NAME, "b", me, entries(1, 2))
+            write(stack.ets, "a", me, entries(1, 4))
+            write(stack.ets, "b", me, entries(1, 2))
             next_msg()
             next_msg()
             stack.stop_all()
@@ -108,7 +107,7 @@ def test_fsync_happens_before_any_written_event(node: Node, tmp_path: Any) -> No
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
         for n in range(5):
-            ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(n * 2 + 1, n * 2 + 2))
+            write(stack.ets, UID, actors.self(), entries(n * 2 + 1, n * 2 + 2))
             next_msg()
             assert stack.fsync.calls == n + 1
         stack.stop_all()
@@ -123,10 +122,10 @@ def test_written_events_are_per_writer_and_per_term_in_order(node: Node, tmp_pat
         me = actors.self()
         w1 = actors.spawn_link(relay, me, "w1")
         w2 = actors.spawn_link(relay, me, "w2")
-        ra_wal.append(ra_wal.WAL_NAME, "a", w1, entries(1, 3, term=1))
-        ra_wal.append(ra_wal.WAL_NAME, "b", w2, entries(1, 1, term=4))
-        ra_wal.append(ra_wal.WAL_NAME, "a", w1, entries(4, 5, term=2))
-        ra_wal.append(ra_wal.WAL_NAME, "b", w2, entries(2, 2, term=4))
+        write(stack.ets, "a", w1, entries(1, 3, term=1))
+        write(stack.ets, "b", w2, entries(1, 1, term=4))
+        write(stack.ets, "a", w1, entries(4, 5, term=2))
+        write(stack.ets, "b", w2, entries(2, 2, term=4))
         got = [next_msg() for _ in range(3)]
         assert [m for m in got if m[0] == "w1"] == [
             ("w1", written(1, [(1, 3)])),
@@ -141,7 +140,7 @@ def test_the_last_writer_seq_is_known(node: Node, tmp_path: Any) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
         assert gen_server.call(ra_wal.WAL_NAME, ("last_writer_seq", UID)) is None
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 7))
+        write(stack.ets, UID, actors.self(), entries(1, 7))
         next_msg()
         assert gen_server.call(ra_wal.WAL_NAME, ("last_writer_seq", UID)) == 7
         stack.stop_all()
@@ -149,7 +148,7 @@ def test_the_last_writer_seq_is_known(node: Node, tmp_path: Any) -> None:
 
 def test_append_without_a_wal_is_wal_down(node: Node) -> None:
     with node.attached(), pytest.raises(WalDown):
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 1))
+        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), 1, 0, entries(1, 1))
 
 
 # --- sequence checks ------------------------------------------------------------
@@ -161,14 +160,14 @@ def test_a_gap_asks_for_a_resend_once_and_drops_until_it_comes(
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
         me = actors.self()
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(1, 3))
+        write(stack.ets, UID, me, entries(1, 3))
         assert next_msg() == written(1, [(1, 3)])
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(5, 6))
+        write(stack.ets, UID, me, entries(5, 6))
         assert next_msg() == ("ra_log_event", ("resend_write", 4))
         # out of sequence: dropped without another resend request
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(7, 7))
+        write(stack.ets, UID, me, entries(7, 7))
         assert nothing_more()
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(4, 7))
+        write(stack.ets, UID, me, entries(4, 7))
         assert next_msg() == written(1, [(4, 7)])
         assert [e[0] for e in view(stack)] == [1, 2, 3, 4, 5, 6, 7]
         stack.stop_all()
@@ -178,9 +177,9 @@ def test_an_overwrite_truncates_the_suffix(node: Node, tmp_path: Any) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
         me = actors.self()
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(1, 5, term=1))
+        write(stack.ets, UID, me, entries(1, 5, term=1))
         assert next_msg() == written(1, [(1, 5)])
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(3, 4, term=2))
+        write(stack.ets, UID, me, entries(3, 4, term=2))
         assert next_msg() == written(2, [4, 3])
         assert view(stack) == entries(1, 2, 1) + entries(3, 4, 2)
         stack.stop_all()
@@ -192,8 +191,8 @@ def test_an_overwrite_inside_one_batch_is_reported_as_two_runs(
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
         me = actors.self()
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(1, 4, term=1))
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(2, 2, term=1))
+        write(stack.ets, UID, me, entries(1, 4, term=1))
+        write(stack.ets, UID, me, entries(2, 2, term=1))
         assert [next_msg(), next_msg()] == [written(1, [(1, 4)]), written(1, [2])]
         assert view(stack) == entries(1, 2, 1)
         stack.stop_all()
@@ -205,12 +204,12 @@ def test_writes_below_the_snapshot_are_dropped_and_the_jump_above_it_accepted(
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
         me = actors.self()
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(1, 3))
+        write(stack.ets, UID, me, entries(1, 3))
         next_msg()
         stack.ets.set_snapshot_index(UID, 100)  # a snapshot at 100 was installed
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(99, 102))
+        write(stack.ets, UID, me, entries(99, 102))
         assert next_msg() == written(1, [102, 101])
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(50, 60))
+        write(stack.ets, UID, me, entries(50, 60))
         assert nothing_more()
         stack.stop_all()
 
@@ -222,20 +221,26 @@ def test_rollover_hands_files_to_segments_and_deletes_them(node: Node, tmp_path:
     with node.attached():
         stack = Stack(str(tmp_path)).start(wal_max_size_bytes=1, segment_max_entries=4)
         me = actors.self()
+        tids = []
         for n in range(3):
-            ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(n * 5 + 1, n * 5 + 5))
+            tids.append(write(stack.ets, UID, me, entries(n * 5 + 1, n * 5 + 5)))
             stack.sync()
         got = [next_msg() for _ in range(6)]
         assert [m for m in got if m[1][0] == "written"] == [
             written(1, [(n * 5 + 1, n * 5 + 5)]) for n in range(3)]
         # every file became segments of at most 4 entries, each reported to the writer
         segs = [m[1] for m in got if m[1][0] == "segments"]
-        assert [s[1] for s in segs] == [[(1, [(n * 5 + 1, n * 5 + 5)])] for n in range(3)]
+        assert [s[1] for s in segs] == [[(tids[n], [(n * 5 + 1, n * 5 + 5)])] for n in range(3)]
         refs = [r for s in segs for r in s[2]]
         assert [r[1] for r in refs] == [(1, 4), (5, 5), (6, 9), (10, 10), (11, 14), (15, 15)]
         assert sorted(os.listdir(stack.server_dir(UID))) == sorted(r[0] for r in refs)
-        # only the fresh current file is left, and the memtable is empty
+        # only the fresh current file is left; the rows stay in the mem table until
+        # the server handles the ``segments`` event (this process plays the server)
         assert len(stack.wal_files()) == 1
+        assert len(view(stack)) == 15
+        for _, tid_seqs, _refs in segs:
+            for tid, seq in reversed(tid_seqs):
+                stack.ets.record_flushed(UID, tid, seq)
         assert view(stack) == []
         stack.stop_all()
 
@@ -248,7 +253,7 @@ def test_the_size_limit_rolls_over_after_the_batch_that_crosses_it(
         me = actors.self()
         files = [stack.wal_files()]
         for n in range(80):
-            ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(n + 1, n + 1))
+            write(stack.ets, UID, me, entries(n + 1, n + 1))
             next_msg()
             files.append(stack.wal_files())
         assert len(files[-1]) > 2  # rolled over at least twice
@@ -267,11 +272,11 @@ def test_a_killed_wal_recovers_every_written_entry(node: Node, tmp_path: Any) ->
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
         me = actors.self()
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(1, 5, term=1))
-        ra_wal.append(ra_wal.WAL_NAME, "other", me, entries(1, 2, term=3))
+        write(stack.ets, UID, me, entries(1, 5, term=1))
+        write(stack.ets, "other", me, entries(1, 2, term=3))
         next_msg()
         next_msg()
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(4, 6, term=2))
+        write(stack.ets, UID, me, entries(4, 6, term=2))
         next_msg()
         stack.kill_wal()
         stack.ets.reset_mem_tables()
@@ -279,7 +284,7 @@ def test_a_killed_wal_recovers_every_written_entry(node: Node, tmp_path: Any) ->
         assert view(stack) == entries(1, 3, 1) + entries(4, 6, 2)
         assert view(stack, "other") == entries(1, 2, 3)
         # the writer state came back too: a gap is still a gap
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(9, 9, term=2))
+        write(stack.ets, UID, me, entries(9, 9, term=2))
         assert next_msg() == ("ra_log_event", ("resend_write", 7))
         stack.stop_all()
 
@@ -289,8 +294,8 @@ def test_recovery_skips_the_entries_of_servers_no_longer_registered(
     with node.attached():
         stack = Stack(str(tmp_path)).start()
         me = actors.self()
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(1, 3))
-        ra_wal.append(ra_wal.WAL_NAME, "gone", me, entries(1, 2))
+        write(stack.ets, UID, me, entries(1, 3))
+        write(stack.ets, "gone", me, entries(1, 2))
         next_msg()
         next_msg()
         stack.kill_wal()
@@ -310,7 +315,7 @@ def test_recovery_skips_the_entries_of_servers_no_longer_registered(
 def test_recovery_flushes_recovered_files_to_segments(node: Node, tmp_path: Any) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False)
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 5))
+        write(stack.ets, UID, actors.self(), entries(1, 5))
         next_msg()
         (old,) = stack.wal_files()
         stack.stop_all()
@@ -330,7 +335,7 @@ def test_a_torn_tail_recovers_exactly_the_fsynced_prefix(
         stack = Stack(str(tmp_path)).start(segments=False)
         me = actors.self()
         for n in range(3):
-            ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(n * 3 + 1, n * 3 + 3))
+            write(stack.ets, UID, me, entries(n * 3 + 1, n * 3 + 3))
             next_msg()
         (name,) = stack.wal_files()
         stack.kill_wal()
@@ -416,7 +421,7 @@ def test_a_batch_records_the_time_of_its_write_and_sync(node: Node, tmp_path: An
     with node.attached():
         wal = ra_wal.Wal(ra_wal.WalConfig(dir=str(tmp_path)))
         wal.recover()
-        wal.handle_batch([("append", UID, actors.self(), entries(1, 3))])
+        wal.handle_batch([("append", UID, actors.self(), 1, 0, entries(1, 3))])
         assert len(wal.sync_ms_recent) == 1 and wal.sync_ms_recent[0] > 0.0
 
 
@@ -431,7 +436,7 @@ def test_a_pre_allocated_file_is_as_long_as_its_limit_and_recovers_its_records(
                                            wal_max_size_bytes=1 << 20)
         me = actors.self()
         for n in range(3):
-            ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(n * 2 + 1, n * 2 + 2))
+            write(stack.ets, UID, me, entries(n * 2 + 1, n * 2 + 2))
             next_msg()
         (name,) = stack.wal_files()
         path = os.path.join(stack.wal_dir, name)
@@ -445,7 +450,7 @@ def test_a_pre_allocated_file_is_as_long_as_its_limit_and_recovers_its_records(
         stack.start(segments=False, wal_pre_allocate=True, wal_max_size_bytes=1 << 20)
         assert view(stack) == entries(1, 6)
         # the recovered writer continues in a new file, after the old records
-        ra_wal.append(ra_wal.WAL_NAME, UID, me, entries(7, 7))
+        write(stack.ets, UID, me, entries(7, 7))
         assert next_msg() == written(1, [7])
         stack.stop_all()
 
@@ -468,7 +473,7 @@ def test_without_pre_allocation_the_file_grows_with_its_records(
 ) -> None:
     with node.attached():
         stack = Stack(str(tmp_path)).start(segments=False, wal_max_size_bytes=1 << 20)
-        ra_wal.append(ra_wal.WAL_NAME, UID, actors.self(), entries(1, 2))
+        write(stack.ets, UID, actors.self(), entries(1, 2))
         next_msg()
         (name,) = stack.wal_files()
         size = os.path.getsize(os.path.join(stack.wal_dir, name))
