@@ -150,6 +150,8 @@ class DiskLog(LogBase):
             if _idxterm(c)[0] <= snap_idx:
                 snapshot_store.delete(self.dir, snapshot_store.CHECKPOINTS, *_idxterm(c))
         self._checkpoints = [c for c in ckpts if _idxterm(c)[0] > snap_idx]
+        self._recovery_checkpoint = snapshot_store.recover_newest(
+            self.dir, snapshot_store.RECOVERY_CHECKPOINT)
         for name in ra_segment.list_segments(self.dir):
             idx = self._reader.index(os.path.join(self.dir, name))
             self._seg_files[name] = (idx.first, idx.last)
@@ -493,6 +495,27 @@ class DiskLog(LogBase):
 
     def _delete_written(self, kind: str, it: IdxTerm) -> None:
         snapshot_store.delete(self.dir, _kind_dir(kind), *it)
+
+    def read_recovery_checkpoint(self) -> Snapshot | None:
+        rc = self._recovery_checkpoint
+        if rc is None:
+            return None
+        path = os.path.join(self.dir, snapshot_store.RECOVERY_CHECKPOINT,
+                            snapshot_store.dir_name(*rc))
+        try:
+            return snapshot_store.read(path)
+        except snapshot_store.READ_ERRORS as exc:
+            log.warning("%s: cannot read the recovery checkpoint %s: %s", self.uid, path, exc)
+            return None
+
+    def _store_recovery_checkpoint(self, meta: dict[str, Any], mac_state: Any) -> None:
+        # as Ra: no fsync, the stop is orderly; a checkpoint lost to a power cut
+        # only means the next start replays the log
+        snapshot_store.write(self.dir, snapshot_store.RECOVERY_CHECKPOINT, meta, mac_state,
+                             sync=False, fsync=self._fsync)
+
+    def _delete_recovery_checkpoint(self, it: IdxTerm) -> None:
+        snapshot_store.delete(self.dir, snapshot_store.RECOVERY_CHECKPOINT, *it)
 
     def first_segment_index(self) -> int | None:
         return self._segs[0][0] if self._segs else None

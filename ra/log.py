@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ra import seq as ra_seq
-from ra.log_base import LogBase, Snapshot, WalWrite
+from ra.log_base import LogBase, Snapshot, WalWrite, idxterm
 from ra.log_base import WalDown as WalDown  # re-exported: the logs' own exception
 from ra.packed import own_batch
 from ra.types import DUMMY_ENTRY, Entry, IdxTerm
@@ -56,8 +56,13 @@ class MemoryLog(LogBase):
         min_snapshot_interval: int = DEFAULT_MIN_SNAPSHOT_INTERVAL,
         min_checkpoint_interval: int = DEFAULT_MIN_CHECKPOINT_INTERVAL,
         max_checkpoints: int = DEFAULT_MAX_CHECKPOINTS,
+        recovery_checkpoint: Snapshot | None = None,
     ) -> None:
         self.min_snapshot_interval = min_snapshot_interval
+        #: the recovery checkpoint's value (its ``(index, term)`` is `_recovery_checkpoint`)
+        self._rc_value = recovery_checkpoint
+        if recovery_checkpoint is not None:
+            self._recovery_checkpoint = idxterm(recovery_checkpoint)
         self.min_checkpoint_interval = min_checkpoint_interval
         self.max_checkpoints = max_checkpoints
         self._snapshot: Snapshot | None = snapshot
@@ -181,6 +186,16 @@ class MemoryLog(LogBase):
             if p_idx <= idx:
                 self._pending_snapshot = None
         return []
+
+    def read_recovery_checkpoint(self) -> Snapshot | None:
+        return self._rc_value if self._recovery_checkpoint is not None else None
+
+    def _store_recovery_checkpoint(self, meta: dict[str, Any], mac_state: Any) -> None:
+        self._rc_value = (meta, mac_state)
+
+    def _delete_recovery_checkpoint(self, it: IdxTerm) -> None:
+        if self._rc_value is not None and idxterm(self._rc_value) == it:
+            self._rc_value = None
 
     def _adopt_snapshot(self, snap: Snapshot) -> None:
         meta = snap[0]

@@ -83,6 +83,8 @@ class LogBase:
     #: the checkpoint being written, kept apart from the pending slot: a promotion
     #: may take that slot while the checkpoint's write goes on
     _checkpoint_in_flight: Snapshot | None = None
+    #: ``(index, term)`` of the recovery checkpoint, if one is kept
+    _recovery_checkpoint: IdxTerm | None = None
     max_checkpoints: int
     wal_up: bool
     #: the packed run the last AppendEntries carried (`ra.replication`), until
@@ -142,6 +144,47 @@ class LogBase:
 
     def latest_checkpoint_index(self) -> int:
         return idxterm(self._checkpoints[-1])[0] if self._checkpoints else 0
+
+    # ---- the recovery checkpoint (``ra_snapshot``'s ``recovery_checkpoint``) ---------
+
+    def recovery_checkpoint_index_term(self) -> IdxTerm | None:
+        """``(index, term)`` of the state written at the last orderly stop, if kept."""
+        return self._recovery_checkpoint
+
+    def highest_snapshot_index(self) -> int:
+        """``ra_snapshot:highest_idx``: the newest of snapshot, checkpoints and
+        recovery checkpoint (-1: none); how far a stop's state is from a saved one."""
+        snap = self.snapshot_index_term()
+        rc = self._recovery_checkpoint
+        return max(snap[0] if snap is not None else -1,
+                   self.latest_checkpoint_index() if self._checkpoints else -1,
+                   rc[0] if rc is not None else -1)
+
+    def write_recovery_checkpoint(self, meta: dict[str, Any], mac_state: Any) -> None:
+        """Keep `mac_state` at ``meta["index"]`` in place of the older recovery
+        checkpoint; synchronous (the server is stopping). Raises if it cannot."""
+        self._store_recovery_checkpoint(meta, mac_state)
+        old, self._recovery_checkpoint = self._recovery_checkpoint, idxterm((meta, mac_state))
+        if old is not None and old != self._recovery_checkpoint:
+            self._delete_recovery_checkpoint(old)
+
+    def read_recovery_checkpoint(self) -> Snapshot | None:
+        """The recovery checkpoint's ``(meta, machine_state)``; None if there is none
+        or it cannot be read (a restart then replays the log instead)."""
+        raise NotImplementedError
+
+    def _store_recovery_checkpoint(self, meta: dict[str, Any], mac_state: Any) -> None:
+        raise NotImplementedError
+
+    def _delete_recovery_checkpoint(self, it: IdxTerm) -> None:
+        raise NotImplementedError
+
+    def _drop_recovery_checkpoint_upto(self, idx: int) -> None:
+        """A snapshot at `idx` overtook the recovery checkpoint: it goes."""
+        rc = self._recovery_checkpoint
+        if rc is not None and rc[0] <= idx:
+            self._recovery_checkpoint = None
+            self._delete_recovery_checkpoint(rc)
 
     def pending_snapshot(self) -> tuple[str, IdxTerm] | None:
         if self._pending_snapshot is None:
@@ -298,6 +341,7 @@ class LogBase:
                 self._delete_written(kind, it)
             return []
         self._adopt_snapshot(pending[1])
+        self._drop_recovery_checkpoint_upto(it[0])
         return []
 
     def _adopt_snapshot(self, snap: Snapshot) -> None:

@@ -17,6 +17,7 @@ no consensus (queries, ping, members). Client-facing protocol:
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import deque
 from typing import Any
@@ -27,7 +28,15 @@ import actors
 from actors import gen
 from actors.pid import CallExit, Pid, ProcessExit, Ref
 from actors.process import Process
-from ra import deletion, event_formatter, local_queries, replication, server, timeouts
+from ra import (
+    deletion,
+    event_formatter,
+    local_queries,
+    recovery_checkpoint,
+    replication,
+    server,
+    timeouts,
+)
 from ra import machine as ra_machine
 from ra.directory import DirEntry, SystemHandle, lookup
 from ra.effect_types import Effect
@@ -60,6 +69,8 @@ from ra.types import (
     validate_reply_mode,
 )
 from supervision import supervisor
+
+_log = logging.getLogger("warren.ra.proc")
 
 #: ``tick_timeout`` default (ms).
 DEFAULT_TICK_TIMEOUT = 1000
@@ -196,6 +207,10 @@ class RaServerProc:
         self.connect_peer_nodes()
         self.s.now_ms = self.now()
         self._enter(RECOVER, RECOVER, CAST)
+        if recovery_checkpoint.recover(self.s):
+            # aux state is never saved: start it afresh for the machine now in effect
+            init_aux = getattr(self.s.cfg.effective_machine_module, "init_aux", None)
+            self.aux_state = init_aux(self.id[0]) if init_aux is not None else None
         end_of_life = server.recover(self.s)
         self.role = RECOVERED
         self._enter(RECOVERED, RECOVER, CAST)
@@ -275,12 +290,32 @@ class RaServerProc:
         raise ProcessExit(("shutdown", "delete"))
 
     def stop(self, reason: Any) -> None:
+        """``terminate``: an orderly stop saves a recovery checkpoint (if configured)
+        and the lazily stored meta row."""
         if self.meta is not None:
+            self.write_recovery_checkpoint()
             self.meta.sync()
         entry = self.system.directory.get(self.id[0])
         if entry is not None and entry.pid == self.pid:
             entry.pid = None
         raise ProcessExit(reason)
+
+    def write_recovery_checkpoint(self) -> None:
+        """``ra_server:maybe_write_recovery_checkpoint``: synchronously, off the hub;
+        a failure is logged and the next start replays the log instead."""
+        interval = int(self.config.get(recovery_checkpoint.CONFIG_KEY,
+                                       recovery_checkpoint.DEFAULT_INTERVAL))
+        found = recovery_checkpoint.to_write(self.s, interval)
+        if found is None:
+            return
+        log = self.s.log
+        try:
+            gevent.get_hub().threadpool.apply(log.write_recovery_checkpoint, found)
+        except Exception as exc:
+            _log.warning("%s: cannot write a recovery checkpoint at %d: %r",
+                         self.s.cfg.log_id, found[0]["index"], exc)
+            return
+        self.system.disk.save_recovery_checkpoint(self.uid, log)
 
     def now(self) -> int:
         return int(self._node.clock.system_time_ms())
