@@ -77,12 +77,16 @@ def timer_effect(now: int, s: RabbitFifoState) -> tuple[str, str, Any]:
 
 def expiry_timer_v8(s: RabbitFifoState) -> Any:
     """v8: an absolute timer for the earliest expiry among the head of the returns and
-    the head of every priority level; none when nothing could expire."""
-    if s.messages_total == 0:
+    the head of every priority level, or the next delayed message's ready time;
+    none when nothing is due."""
+    if s.messages_total == 0 and not s.delayed:
         return None
     heads = [s.returns[0]] if s.returns else []
     heads += s.messages.heads() if isinstance(s.messages, PriorityQ) else []
     expiries = [e for e in (get_header("expiry", msg_header(m)) for m in heads) if e is not None]
+    next_delayed = s.delayed.next_at()
+    if next_delayed is not None:
+        expiries.append(next_delayed)  # the same timer promotes due delayed messages
     if not expiries:
         return None
     return ("timer", "expire_msgs", max(0, min(expiries)), {"abs": True})

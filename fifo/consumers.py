@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from fifo import dlx
+from fifo.delayed import should_delay
 from fifo.effects import cancel_consumer_handler, update_consumer_handler
 from fifo.msg import Msg, get_header, incr_msg, msg_header, msg_idx, msg_size
 from fifo.records import (
@@ -323,7 +324,12 @@ def return_one(meta: Meta, msg_id: int, msg0: Msg, delivery_failed: bool,
     c.lock_expirations.pop(msg_id, None)
     c.credit = increase_credit(c, 1)
     s.consumers[key] = c
-    s.returns.append(msg)
+    delay = should_delay(delivery_failed, s.cfg.delayed_retry, meta["system_time"], header,
+                         anns) if rules.delayed_retry else None
+    if delay is None:
+        s.returns.append(msg)
+    else:
+        s.delayed.put(delay[0], msg, delay[1])
     size = get_header("size", header)
     s.msg_bytes_checkout -= size
     s.msg_bytes_enqueue += size

@@ -18,7 +18,7 @@ from fifo.consumers import consumer_id, update_or_remove_con
 from fifo.effects import DELIVERY_SEND_MSG_OPTS, dead_lettered, send_msg
 from fifo.msg import Msg, get_header, msg_header, msg_idx, msg_size, unpack
 from fifo.pq import PriorityQ
-from fifo.records import RabbitFifoState, erl_sorted
+from fifo.records import Consumer, RabbitFifoState, erl_sorted
 from fifo.serial_number import add as serial_add
 from fifo.versions import rules_of, rules_of_state
 from ra.effect_types import Effect
@@ -27,6 +27,7 @@ __all__ = [
     "DELIVERY_CHUNK_LIMIT_B",
     "LOW_LIMIT",
     "LimitView",
+    "assign_to_consumer",
     "checkout",
     "checkout_one",
     "chunk_disk_msgs",
@@ -40,6 +41,7 @@ __all__ = [
     "limit_view",
     "messages_ready",
     "messages_total",
+    "promote_delayed",
     "take_next_msg",
 ]
 
@@ -100,6 +102,11 @@ def expire_batch(ts: int, s: RabbitFifoState, effects: list[Effect]) -> None:
     s.messages_total -= len(expired)
 
 
+def promote_delayed(ts: int, s: RabbitFifoState) -> None:
+    """v8: delayed messages whose time has come join the returns, earliest first."""
+    s.returns.extend(s.delayed.take_ready(ts))
+
+
 def expire_head(meta: Meta, s: RabbitFifoState, effects: list[Effect]) -> None:
     """Expiry before a delivery: nothing unless the next message has expired."""
     ts = meta["system_time"]
@@ -149,24 +156,7 @@ def checkout_one(meta: Meta, s: RabbitFifoState,
             continue
         msg = take_next_msg(s)
         assert msg is not None
-        msg_id = c.next_msg_id
-        c.checked_out[msg_id] = msg
-        if c.cfg.timeout is not None:
-            # v8: the consumer timeout releases the message after this time
-            lock = meta["system_time"] + c.cfg.timeout
-            c.lock_expirations[msg_id] = lock
-            nct = s.next_consumer_timeout
-            s.next_consumer_timeout = lock if nct is None else min(nct, lock)
-        c.next_msg_id = msg_id + 1
-        c.credit -= 1
-        mode = c.cfg.credit_mode
-        if isinstance(mode, tuple) and mode[0] == "credited":
-            c.delivery_count = serial_add(c.delivery_count, 1)
-        else:
-            c.delivery_count += 1
-        size = msg_size(msg)
-        s.msg_bytes_checkout += size
-        s.msg_bytes_enqueue -= size
+        msg_id = _check_out(meta, c, msg, s)
         update_or_remove_con(meta, key, c, s)
         return (key, msg_id, msg)
 
@@ -227,6 +217,39 @@ def add_delivery_effects(effects: list[Effect], acc: dict[Hashable, list[tuple[i
             effects.append(_delivery_effect(key, chunk, s))
 
 
+def _check_out(meta: Meta, c: Consumer, msg: Msg, s: RabbitFifoState) -> int:
+    """Hand `msg` to `c`: next msg id, one credit, the lock (v8) and the byte counters."""
+    msg_id = c.next_msg_id
+    c.checked_out[msg_id] = msg
+    if c.cfg.timeout is not None:
+        # v8: the consumer timeout releases the message after this time
+        lock = meta["system_time"] + c.cfg.timeout
+        c.lock_expirations[msg_id] = lock
+        nct = s.next_consumer_timeout
+        s.next_consumer_timeout = lock if nct is None else min(nct, lock)
+    c.next_msg_id = msg_id + 1
+    c.credit -= 1
+    mode = c.cfg.credit_mode
+    if isinstance(mode, tuple) and mode[0] == "credited":
+        c.delivery_count = serial_add(c.delivery_count, 1)
+    else:
+        c.delivery_count += 1
+    size = msg_size(msg)
+    s.msg_bytes_checkout += size
+    s.msg_bytes_enqueue -= size
+    return msg_id
+
+
+def assign_to_consumer(meta: Meta, key: Hashable, c: Consumer, msgs: list[Msg],
+                       s: RabbitFifoState) -> list[Effect]:
+    """v8 ``assign_deferred``: check `msgs` out to one consumer in one delivery effect."""
+    if not msgs:
+        return []
+    delivered = [(_check_out(meta, c, m, s), m) for m in msgs]
+    update_or_remove_con(meta, key, c, s)
+    return [_delivery_effect(key, delivered, s)]
+
+
 def checkout(meta: Meta, before: LimitView, s: RabbitFifoState, effects: list[Effect],
              reply: Any = "ok") -> tuple[RabbitFifoState, Any, list[Any]]:
     """Deliver what can be delivered, then feed the dlx worker and apply limits."""
@@ -260,8 +283,9 @@ def limit_view(s: RabbitFifoState) -> LimitView:
 
 
 def _counts(s: RabbitFifoState) -> tuple[int, int]:
+    # delayed messages (v8) count against the limits; their bytes are in msg_bytes_enqueue
     num_dlx, bytes_dlx = dlx.stat(s.dlx)
-    return (messages_ready(s) + num_dlx, s.msg_bytes_enqueue + bytes_dlx)
+    return (messages_ready(s) + len(s.delayed) + num_dlx, s.msg_bytes_enqueue + bytes_dlx)
 
 
 def is_over_limit(s: RabbitFifoState) -> bool:

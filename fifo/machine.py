@@ -47,6 +47,7 @@ from fifo.consumers import (
 from fifo.convert import convert_v7_to_v8
 from fifo.delivery import (
     LimitView,
+    assign_to_consumer,
     checkout,
     checkout_one,
     evaluate_limit,
@@ -55,6 +56,7 @@ from fifo.delivery import (
     is_over_limit,
     limit_view,
     messages_ready,
+    promote_delayed,
 )
 from fifo.effects import (
     DELIVERY_SEND_MSG_OPTS,
@@ -317,8 +319,11 @@ class RabbitFifo:
                 # v8 expires the heads of returns and of every level, dead-lettering
                 # even an empty batch (a zero counter effect), as upstream does
                 effects: list[Effect] = []
+                promote_delayed(meta["system_time"], s)
                 expire_batch(meta["system_time"], s, effects)
                 return checkout(meta, before, s, effects)
+            case ("delayed_cmd", op) if rules_of(meta).delayed_retry:
+                return self._delayed_cmd(meta, before, op, s)
             case ("down", pid, "noconnection"):
                 if rules_of(meta).suspects_keep_messages:
                     return checkout(meta, before, s, disconnect.noconnection(meta, pid, s))
@@ -442,6 +447,30 @@ class RabbitFifo:
         if meta["machine_version"] >= 7:
             activate_next_consumer(s, effects)
         return checkout(meta, before, s, effects)
+
+    def _delayed_cmd(self, meta: Meta, before: LimitView, op: Any,
+                     s: RabbitFifoState) -> Result:
+        """``{delayed_cmd, {retry, all | N}}`` and ``{delayed_cmd, {assign_deferred, ...}}``."""
+        match op:
+            case ("retry", n):
+                msgs = s.delayed.take_for_retry(n)
+                s.returns.extend(msgs)
+                return checkout(meta, before, s, [], ("ok", len(msgs)))
+            case ("assign_deferred", key, tokens):
+                c = s.consumers.get(key)
+                if c is None:
+                    return (s, ("error", "consumer_not_found"), [])
+                if c.status != "up":
+                    return (s, ("error", "consumer_not_active"), [])
+                trial = s.delayed.copy()
+                msgs, missing = trial.take_deferred(list(tokens))
+                if len(msgs) > c.credit:
+                    return (s, ("error", ("insufficient_credit", c.credit, len(msgs))), [])
+                s.delayed = trial
+                effects = assign_to_consumer(meta, key, c, msgs, s)
+                reply = ("ok", len(msgs)) if not missing else ("partial", len(msgs), missing)
+                return (s, reply, effects)
+        return (s, "ok", [])
 
     def _settle_waiting(self, meta: Meta, before: LimitView, key: Any, msg_ids: Any,
                         s: RabbitFifoState) -> Result:
@@ -621,6 +650,10 @@ class RabbitFifo:
         s.messages_total -= ready
         s.msg_bytes_enqueue = 0
         purged = ready
+        for m in s.delayed.clear():
+            s.ra_indexes.delete(msg_idx(m))
+            s.messages_total -= 1
+            purged += 1
         if rules.purge_dead_letters:
             # 4.3 also drops the dead letters waiting for (or held by) the dlx worker
             purged += dlx.purge(s.dlx)

@@ -214,6 +214,12 @@ def overview(s: RabbitFifoState) -> dict[str, Any]:
             "dlx": dlx.smallest_raft_index(s.dlx),
         },
     }
+    if isinstance(s.messages, PriorityQ):
+        ov["num_delayed_messages"] = len(s.delayed)
+        ov["next_delayed_at"] = s.delayed.next_at()
+        ov["last_delayed_at"] = s.delayed.last_at()
+        conf["consumer_disconnected_timeout"] = cfg.consumer_disconnected_timeout
+        conf["delayed_retry"] = cfg.delayed_retry
     ov.update(dlx.overview(s.dlx))
     active = active_consumer(s.consumers)
     if active is not None:  # upstream reports it for competing queues too

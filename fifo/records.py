@@ -13,6 +13,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from fifo.delayed import Delayed
 from fifo.fifo_q import FifoQ
 from fifo.index import RaIndexes
 from fifo.msg import Msg
@@ -178,6 +179,8 @@ class RabbitFifoState:
     next_consumer_timeout: int | None = None
     #: v8: ``system_time`` of the last applied command
     last_command_time: int = 0
+    #: v8: returned messages waiting for their retry time
+    delayed: Delayed = field(default_factory=Delayed)
 
 
 def is_suspected(status: ConsumerStatus) -> bool:
@@ -206,6 +209,7 @@ def copy_state(s: RabbitFifoState) -> RabbitFifoState:
         msg_cache=s.msg_cache,
         next_consumer_timeout=s.next_consumer_timeout,
         last_command_time=s.last_command_time,
+        delayed=s.delayed.copy(),
     )
 
 

@@ -77,6 +77,8 @@ class Rules:
     #: the queue releases messages held past the consumer timeout (before 4.3
     #: the channel enforced it by closing)
     consumer_timeout_in_machine: bool
+    #: returned messages may wait (delayed retry, ``x-opt-delivery-time``)
+    delayed_retry: bool
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
@@ -86,7 +88,7 @@ V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
            default_consumer_timeout=None, default_disconnected_timeout=None,
            default_delayed_retry=None, last_active_from_created_once=False,
            records_command_time=False, suspects_keep_messages=False,
-           consumer_timeout_in_machine=False)
+           consumer_timeout_in_machine=False, delayed_retry=False)
 
 V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
@@ -97,7 +99,7 @@ V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            default_disconnected_timeout=DEFAULT_DISCONNECTED_TIMEOUT_MS,
            default_delayed_retry="disabled", last_active_from_created_once=True,
            records_command_time=True, suspects_keep_messages=True,
-           consumer_timeout_in_machine=True)
+           consumer_timeout_in_machine=True, delayed_retry=True)
 
 
 def rules_for(version: int) -> Rules:
