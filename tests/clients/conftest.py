@@ -1,0 +1,35 @@
+"""Real client libraries against real `warren node start` processes.
+
+Each module of this package is one library (pika's BlockingConnection and
+SelectConnection, aio-pika, kombu) running its ordinary patterns, written as that
+library's users write them, against a two-node cluster started once per module
+(`nodes`). Queues are classic unless a test says otherwise, as a declare without
+`x-queue-type` is on a node with the default settings. Every name a test declares
+is unique to it (`name`), so tests of one module do not see each other's queues.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.broker.broker_support import BrokerProc, running_cluster
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
+    with running_cluster(tmp_path_factory.mktemp("clients"), count=2) as started:
+        yield started
+
+
+@pytest.fixture
+def name() -> str:
+    """A prefix for the names of this test's queues and exchanges."""
+    return "t-" + uuid.uuid4().hex[:10]
+
+
+def url(node: BrokerProc) -> str:
+    """The AMQP URL of `node` as guest on the default vhost."""
+    return f"amqp://guest:guest@127.0.0.1:{node.amqp_port}/%2F"
