@@ -34,6 +34,7 @@ from channel.exchanges.routing import routing_keys
 from channel.limits.credit_flow import CreditFlow, Grant
 from channel.limits.limiter import limit_prefetch
 from channel.protocol import writer as wr
+from channel.protocol.access_methods import AccessRequestOk
 from channel.protocol.framing import Content, MethodFrame, Out, method_ids
 from channel.queue_types.backend import (
     Action,
@@ -143,6 +144,7 @@ class ChannelProcess:
         self._arm_tick()
         self.handlers: dict[str, Callable[[Any, Content | None], None]] = {
             "Channel.Flow": self.channel_flow,
+            "Access.Request": self.access_request,
             "Exchange.Declare": self.exchange_declare,
             "Exchange.Delete": self.exchange_delete,
             "Exchange.Bind": self.exchange_bind,
@@ -341,6 +343,10 @@ class ChannelProcess:
         if not m.active:
             raise AmqpError("NOT_IMPLEMENTED", "active=false")
         self.write(Out.of(C.Channel.FlowOk, active=True))
+
+    def access_request(self, _m: Any, _c: Content | None) -> None:
+        """Realms and tickets mean nothing to RabbitMQ: every request gets ticket 1."""
+        self.write(Out.of(AccessRequestOk, ticket=1))
 
     # --------------------------------------------------------------- exchange
 

@@ -22,6 +22,7 @@ from pamqp import commands, decode, encode
 from pamqp.base import Frame as MethodFrame
 
 from actors.wire import frozen_init
+from channel.protocol.access_methods import EXTRA_METHODS
 from channel.protocol.method_check import BadTable, MalformedUtf8, check_arguments
 
 __all__ = [
@@ -155,11 +156,13 @@ def decode_method(payload: bytes) -> MethodFrame:
 def _decode_generic(index: int, payload: bytes) -> MethodFrame:
     """pamqp's decoder, after the arguments passed RabbitMQ's own checks.
 
-    What pamqp still refuses then is a name it cannot hold as text: a table key,
+    A method pamqp does not define (`access.request`) comes from
+    `access_methods`; an index neither knows is a KeyError. What pamqp still
+    refuses then is a name it cannot hold as text: a table key,
     or a short string of a content-bearing method (which RabbitMQ keeps as
     bytes); it is refused as malformed UTF-8.
     """
-    cls = commands.INDEX_MAPPING[index]
+    cls = commands.INDEX_MAPPING.get(index) or EXTRA_METHODS[index]
     fields = payload[4:]
     check_arguments(cls, fields)
     method: Any = object.__new__(cls)
