@@ -15,16 +15,18 @@ if ! command -v java >/dev/null 2>&1; then
   fi
 fi
 # the management tests drive a node with RabbitMQ's own rabbitmqadmin and open its
-# live page in a headless chromium
+# live page in a headless chromium; docs/management.md's example reads its metrics
+# with curl
 missing=""
 command -v rabbitmqadmin >/dev/null 2>&1 || missing="$missing rabbitmq-server"
+command -v curl >/dev/null 2>&1 || missing="$missing curl"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v chromedriver >/dev/null 2>&1 || missing="$missing chromium-driver"
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing
   else
-    echo "warren: missing for the management tests:$missing (apt-get install$missing)" >&2
+    echo "warren: missing for the management tests and examples:$missing (apt-get install$missing)" >&2
   fi
 fi
 if [ ! -x "$venv/bin/python" ]; then

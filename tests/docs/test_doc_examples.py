@@ -1,20 +1,28 @@
-"""Every code example in README.md and docs/ runs as written, or says why it cannot.
+"""Every code example in README.md and docs/ runs in the test suite.
 
 Each ```python block is run on its own, in a fresh interpreter whose working
 directory is a new temporary directory (so an example that writes
 ``data_dir="var/a"`` leaves nothing in the repository) and whose import path is the
-repository root. It must exit with status 0 within the time limit; on timeout its
-whole process group is killed. A loopback address with a fixed port in a block
-(``127.0.0.1:25672``) is given a port that is free now, the same one for every
-mention in that block, so an example that opens its port collides with nothing.
+repository root. It must exit with status 0 within the time limit. A loopback
+address with a fixed port in a block (``127.0.0.1:25672``) is given a port that is
+free now, the same one for every mention in that block, so an example that opens
+its port collides with nothing.
 
 A python block that defines ``test_`` functions is a pytest example: it is written to
 a file and run by pytest (warren's pytest plugin is loaded by its entry point).
 
-Each ```sh block runs the same way under ``bash -e`` with ``warren`` on the path,
-unless the line right before it is ``<!-- not run: REASON -->``: a block that starts
-a cluster and leaves it running, or a synopsis with placeholders, is exempt, and the
-reason is part of the page.
+Each ```sh block runs the same way under ``bash -e`` with ``warren`` on the path. A
+block that runs one of the repository's scripts (``bash scripts/demo.sh``) runs
+from the repository's root, where the page tells a reader to run it, with
+``WARREN_RUNS`` pointing into its temporary directory so that the run it records
+is not left in the checkout. README's test-suite command is the one block not
+started here, because it is this suite: CI runs exactly it (``.ci/run`` execs
+it), and a test checks that the block and ``.ci/run`` say the same command.
+
+No block can be marked as not run. When a block ends — passing, failing or timed
+out — its whole process group is killed, and so is any process that left the
+group (a node started in a session of its own) but works in the block's temporary
+directory or names it on its command line.
 
 Blocks without a language are diagrams and sample output, not code.
 """
@@ -36,11 +44,14 @@ from transports.zmq_node import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-#: seconds one example may take
-TIMEOUT = 90
+CI_RUN = ROOT / ".ci" / "run"
+#: seconds one example may take; a block running a repository script (the demo: a
+#: cluster, a workload with a fault and the Spark checks) gets the longer limit
+TIMEOUT = 180
+SCRIPT_TIMEOUT = 600
 _BLOCK = re.compile(r"^```(python|sh)\n(.*?)^```", re.S | re.M)
-_NOT_RUN = re.compile(r"<!-- not run: (.+?) -->\n\Z")
 _LOOPBACK_PORT = re.compile(r"127\.0\.0\.1:(\d{2,5})")
+_REPO_SCRIPT = re.compile(r"^bash scripts/", re.M)
 
 
 @dataclass(frozen=True)
@@ -51,23 +62,30 @@ class Block:
     line: int
     language: str
     code: str
-    #: why the block is not run, from the comment right before it; None when it runs
-    not_run: str | None
 
     @property
     def where(self) -> str:
         return f"{self.page}:{self.line}"
 
+    @property
+    def runs_a_repository_script(self) -> bool:
+        return self.language == "sh" and _REPO_SCRIPT.search(self.code) is not None
+
 
 def code_blocks(path: Path, root: Path = ROOT) -> list[Block]:
     """The ```python and ```sh blocks of a Markdown file, with the line each starts on."""
     text = path.read_text(encoding="utf-8")
-    blocks = []
-    for m in _BLOCK.finditer(text):
-        exempt = _NOT_RUN.search(text, 0, m.start())
-        blocks.append(Block(str(path.relative_to(root)), text.count("\n", 0, m.start()) + 1,
-                            m.group(1), m.group(2), exempt.group(1) if exempt else None))
-    return blocks
+    return [Block(str(path.relative_to(root)), text.count("\n", 0, m.start()) + 1,
+                  m.group(1), m.group(2)) for m in _BLOCK.finditer(text)]
+
+
+def ci_command(run: Path = CI_RUN) -> str:
+    """The command `.ci/run` hands the machine over to (its ``exec`` line)."""
+    execs = [line.removeprefix("exec ").strip()
+             for line in run.read_text(encoding="utf-8").splitlines()
+             if line.startswith("exec ")]
+    assert len(execs) == 1, execs
+    return execs[0]
 
 
 def with_free_ports(code: str) -> str:
@@ -98,29 +116,57 @@ def _command(block: Block, workdir: Path) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+def kill_leftovers(workdir: Path) -> list[int]:
+    """Kill (and name) the processes that work in `workdir` or name it on their
+    command line: what an example started in a session of its own, out of reach of
+    its process group."""
+    mark = str(workdir.resolve())
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:  # gone meanwhile, or not ours to look at
+            continue
+        if mark in cmdline or cwd == mark or cwd.startswith(mark + "/"):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except ProcessLookupError:
+                pass
+    return killed
+
+
 def run_example(block: Block) -> subprocess.CompletedProcess[str]:
     """Run `block` in a temporary directory; never leaves anything running."""
     with tempfile.TemporaryDirectory(prefix="warren-doc-") as tmp:
         workdir = Path(tmp)
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        env = dict(os.environ, PYTHONPATH=str(ROOT), WARREN_RUNS=str(workdir / "runs"))
         args = _command(block, workdir)
-        proc = subprocess.Popen(args, cwd=workdir, env=env, text=True,
+        script = block.runs_a_repository_script
+        proc = subprocess.Popen(args, cwd=ROOT if script else workdir, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         try:
-            out, err = proc.communicate(timeout=TIMEOUT)
+            out, err = proc.communicate(timeout=SCRIPT_TIMEOUT if script else TIMEOUT)
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)   # the example and all it started
             except ProcessLookupError:
                 pass
+            kill_leftovers(workdir)
             if proc.poll() is None:
                 proc.communicate()
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 BLOCKS = [block for page in PAGES for block in code_blocks(page)]
-RUN = [block for block in BLOCKS if block.not_run is None]
+#: README's test-suite command: run by CI itself, checked against `.ci/run` below
+SUITE = [b for b in BLOCKS if b.language == "sh" and b.code.strip() == ci_command()]
+RUN = [block for block in BLOCKS if block not in SUITE]
 
 
 def test_the_readme_and_docs_have_examples_that_run() -> None:
@@ -135,10 +181,15 @@ def test_each_example_runs_as_written(block: Block) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_only_shell_examples_may_be_exempt_and_each_says_why() -> None:
-    exempt = [b for b in BLOCKS if b.not_run is not None]
-    assert all(b.language == "sh" for b in exempt), [b.where for b in exempt]
-    assert all(len(b.not_run or "") >= 20 for b in exempt), [b.where for b in exempt]
+def test_the_readme_test_command_is_exactly_what_ci_runs() -> None:
+    assert [b.page for b in SUITE] == ["README.md"]
+    assert ci_command() == "bash scripts/test.sh"
+
+
+def test_no_page_marks_a_block_as_not_run() -> None:
+    marked = [str(page.relative_to(ROOT)) for page in PAGES
+              if "<!-- not run" in page.read_text(encoding="utf-8")]
+    assert marked == []
 
 
 def test_fixed_loopback_ports_are_replaced_consistently_within_a_block() -> None:
@@ -148,10 +199,19 @@ def test_fixed_loopback_ports_are_replaced_consistently_within_a_block() -> None
     assert len(ports) == 3 and ports[0] == ports[2] != ports[1]
 
 
-def test_a_block_right_after_a_not_run_comment_is_exempt_with_its_reason(
-        tmp_path: Path) -> None:
-    page = tmp_path / "page.md"
-    page.write_text("<!-- not run: starts a cluster that keeps running -->\n"
-                    "```sh\nwarren node start\n```\n\n```sh\nwarren scenario list\n```\n")
-    first, second = code_blocks(page, root=tmp_path)
-    assert (first.not_run, second.not_run) == ("starts a cluster that keeps running", None)
+def test_what_an_example_started_in_a_session_of_its_own_is_killed(tmp_path: Path) -> None:
+    escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                str(tmp_path)], start_new_session=True)
+    try:
+        assert escaped.pid in kill_leftovers(tmp_path)
+        assert escaped.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if escaped.poll() is None:
+            escaped.kill()
+            escaped.wait()
+
+
+def test_the_demo_runs_from_the_checkout_and_other_shell_blocks_in_a_temporary_one() -> None:
+    demo = [b for b in RUN if b.runs_a_repository_script]
+    assert [b.page for b in demo] == ["README.md"]
+    assert "bash scripts/demo.sh" in demo[0].code
