@@ -326,9 +326,15 @@ class LogBase:
         if pending is not None and pending[0] == kind and idxterm(pending[1]) == it:
             self._pending_snapshot = None
         if kind == CHECKPOINT:
-            ckpt, self._checkpoint_in_flight = self._checkpoint_in_flight, None
-            if ckpt is None or idxterm(ckpt) != it or it[0] < self._first:
-                self._delete_written(kind, it)
+            ckpt = self._checkpoint_in_flight
+            if ckpt is None or idxterm(ckpt) != it:
+                # not the write under way: keep the files only of one the log holds
+                if all(idxterm(c) != it for c in self._checkpoints):
+                    self._delete_written(kind, it)
+                return []
+            self._checkpoint_in_flight = None
+            if it[0] < self._first:
+                self._delete_written(kind, it)  # below a snapshot taken meanwhile
                 return []
             self._checkpoints.append(ckpt)
             for gone in thin_checkpoints(self._checkpoints, self.max_checkpoints):

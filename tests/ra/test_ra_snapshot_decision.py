@@ -126,6 +126,20 @@ def test_a_checkpoint_being_written_does_not_hold_back_a_promotion(tmp_path: Any
     assert again.recovery_snapshot() == (meta(8), "c8")
 
 
+def test_a_repeated_checkpoint_event_leaves_the_held_one_and_the_one_being_written(
+        tmp_path: Any) -> None:
+    log = disk_log(tmp_path, min_checkpoint_interval=1)
+    (eff,) = log.checkpoint(4, CLUSTER, 0, "c4")
+    _, evt4 = run_bg_work(log, eff)
+    log.handle_event(evt4)
+    (writing,) = log.checkpoint(8, CLUSTER, 0, "c8")
+    log.handle_event(evt4)
+    log.handle_event(run_bg_work(log, writing)[1])
+    assert [c[1] for c in log.checkpoints()] == ["c4", "c8"]
+    assert names(tmp_path, "checkpoints") == [snapshot_store.dir_name(4, 1),
+                                              snapshot_store.dir_name(8, 1)]
+
+
 # --- how many checkpoints are kept ---------------------------------------------------------
 
 
