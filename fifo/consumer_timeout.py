@@ -18,9 +18,9 @@ from typing import Any
 
 from fifo.consumers import (
     activate_next_consumer,
+    active_effects,
     add_waiting,
     return_one,
-    update_consumer_active_effect,
 )
 from fifo.disconnect import update_consumer_status
 from fifo.effects import send_msg
@@ -81,7 +81,7 @@ def evaluate(meta: Meta, s: RabbitFifoState) -> list[Effect]:
             if isinstance(c.status, tuple) and not c.checked_out:
                 del s.consumers[key]
                 s.waiting_consumers = add_waiting((key, c), s.waiting_consumers)
-                effects.insert(0, update_consumer_active_effect(s, c, False, "waiting"))
+                effects[:0] = active_effects(s, c, False, "waiting")
     s.next_consumer_timeout = next_consumer_timeout(s)
     activate_next_consumer(s, effects)
     return effects

@@ -13,7 +13,12 @@ from typing import Any
 
 from fifo import dlx
 from fifo.delayed import should_delay
-from fifo.effects import cancel_consumer_handler, update_consumer_handler
+from fifo.effects import (
+    DELIVERY_SEND_MSG_OPTS,
+    cancel_consumer_handler,
+    send_msg,
+    update_consumer_handler,
+)
 from fifo.msg import Msg, get_header, incr_msg, msg_header, msg_idx, msg_size
 from fifo.records import (
     Consumer,
@@ -23,12 +28,13 @@ from fifo.records import (
     erl_key,
     erl_sorted,
 )
-from fifo.versions import rules_of
+from fifo.versions import rules_of, rules_of_state
 from ra.effect_types import Effect
 
 __all__ = [
     "activate_next_consumer",
     "active_consumer",
+    "active_effects",
     "add_waiting",
     "cancel_consumer",
     "complete",
@@ -37,6 +43,7 @@ __all__ = [
     "find_consumer",
     "get_priority",
     "increase_credit",
+    "link_state_reply",
     "maybe_queue_consumer",
     "return_all",
     "return_one",
@@ -61,6 +68,28 @@ def update_consumer_active_effect(
 ) -> tuple[Any, ...]:
     return update_consumer_handler(s.cfg.resource, c.cfg.tag, c.cfg.pid, c.cfg.meta, active,
                                    status)
+
+
+def link_state_reply(s: RabbitFifoState, c: Consumer, active: bool) -> Effect | None:
+    """v8: a credited consumer that asked for link-state properties (AMQP 1.0 on 4.3)
+    hears of its activation or deactivation as a credit reply with ``active``."""
+    mode = c.cfg.credit_mode
+    if not (rules_of_state(s).link_state_properties
+            and isinstance(mode, tuple) and mode[0] == "credited"
+            and c.cfg.meta.get("link_state_properties") is True):
+        return None
+    available = (len(s.messages) + len(s.returns)) if active else 0
+    return send_msg(c.cfg.pid, ("credit_reply", c.cfg.tag, c.delivery_count, c.credit,
+                                available, c.drain, {"active": active}),
+                    DELIVERY_SEND_MSG_OPTS)
+
+
+def active_effects(s: RabbitFifoState, c: Consumer, active: bool,
+                   status: Any) -> list[Effect]:
+    """The consumer-handler update, and the link-state credit reply where one is due."""
+    reply = link_state_reply(s, c, active)
+    handler = update_consumer_active_effect(s, c, active, status)
+    return [handler] if reply is None else [handler, reply]
 
 
 def get_priority(meta: Mapping[str, Any]) -> int:
@@ -187,7 +216,7 @@ def activate_next_consumer(s: RabbitFifoState, effects: list[Effect]) -> None:
         maybe_queue_consumer(next_key, con, s)
         s.consumers[next_key] = con
         s.waiting_consumers = waiting[1:]
-        effects.append(update_consumer_active_effect(s, con, True, "single_active"))
+        effects.extend(active_effects(s, con, True, "single_active"))
         return
     active_key, active_c = active
     if next_c.cfg.priority > active_c.cfg.priority:
@@ -196,8 +225,8 @@ def activate_next_consumer(s: RabbitFifoState, effects: list[Effect]) -> None:
             s.consumers[next_key] = next_c
             del s.consumers[active_key]
             s.waiting_consumers = add_waiting((active_key, active_c), waiting[1:])
-            effects.append(update_consumer_active_effect(s, active_c, False, "waiting"))
-            effects.append(update_consumer_active_effect(s, next_c, True, "single_active"))
+            effects.extend(active_effects(s, active_c, False, "waiting"))
+            effects.extend(active_effects(s, next_c, True, "single_active"))
         else:
             active_c.status = "quiescing"
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from fifo.consumers import (
     activate_next_consumer,
+    active_effects,
     find_consumer,
     return_all,
     sort_waiting,
-    update_consumer_active_effect,
     update_or_remove_con,
 )
 from fifo.effects import monitor_node, monitor_process, send_msg
@@ -90,7 +90,7 @@ def noconnection(meta: Meta, pid: Any, s: RabbitFifoState) -> list[Effect]:
         if c.cfg.pid != pid:
             continue
         update_consumer_status("suspected_down", c)
-        effects[:0] = [update_consumer_active_effect(s, c, False, "suspected_down"),
+        effects[:0] = [*active_effects(s, c, False, "suspected_down"),
                        ("timer", ("consumer_disconnected_timeout", key), timeout)]
     enq = s.enqueuers.get(pid)
     if enq is not None:
@@ -127,7 +127,7 @@ def nodeup(meta: Meta, node: Any, s: RabbitFifoState) -> list[Effect]:
         update_consumer_status("up", c)
         new: list[Effect] = [("timer", ("consumer_disconnected_timeout", key), "infinity")]
         if competing:
-            new.append(update_consumer_active_effect(s, c, True, c.status))  # type: ignore[arg-type]
+            new.extend(active_effects(s, c, True, c.status))
         effects[:0] = new
         update_or_remove_con(meta, key, c, s)
     s.waiting_consumers = _waiting_with_status(node, s, "up")

@@ -28,6 +28,7 @@ from fifo.commands import get_msg, make_settle
 from fifo.consumers import (
     activate_next_consumer,
     active_consumer,
+    active_effects,
     cancel_consumer,
     complete,
     consumer_id,
@@ -47,6 +48,7 @@ from fifo.consumers import (
 from fifo.convert import convert_v7_to_v8
 from fifo.delivery import (
     LimitView,
+    add_delivery_effects,
     assign_to_consumer,
     checkout,
     checkout_one,
@@ -80,6 +82,7 @@ from fifo.records import (
     Consumer,
     Enqueuer,
     RabbitFifoState,
+    erl_key,
     erl_sorted,
 )
 from fifo.serial_number import add as serial_add
@@ -159,6 +162,16 @@ def _normalise_size(size: Any) -> tuple[int, int]:
     return size
 
 
+def _credit_reply(c: Consumer, available: int, drain: bool, active: bool,
+                  rules: Rules) -> tuple[Any, ...]:
+    """``#credit_reply{}``; with link-state properties (v8) it also says ``active``."""
+    reply: tuple[Any, ...] = ("credit_reply", c.cfg.tag, c.delivery_count, c.credit,
+                              available, drain)
+    if rules.link_state_properties and c.cfg.meta.get("link_state_properties") is True:
+        reply += ({"active": active},)
+    return reply
+
+
 def _link_credit_snd(dc_rcv: int, credit_rcv: int, dc_snd: int, c: Consumer) -> int:
     if credit_api_v2(c.cfg):
         return max(0, serial_diff(serial_add(dc_rcv, credit_rcv), dc_snd))
@@ -197,6 +210,31 @@ class RabbitFifo:
     def overview(self, s: RabbitFifoState) -> dict[str, Any]:
         return q.overview(s)
 
+    def live_indexes(self, s: RabbitFifoState) -> list[int]:
+        """v8: raft indexes below a snapshot that must stay (every message still held)."""
+        return q.live_indexes(s)
+
+    def snapshot_installed(self, meta: Meta, s: RabbitFifoState, old_meta: Any,
+                           old_state: Any, node: Any = None) -> list[Effect]:
+        """v8: a member that installed a snapshot may have missed effects: it resends the
+        messages held by consumers on its `node` and a credit reply to every credited
+        consumer (sessions drop duplicates). Earlier versions do nothing."""
+        if not self.rules.consumer_timeout_in_machine:
+            return []
+        acc = {key: sorted(c.checked_out.items()) for key, c in s.consumers.items()
+               if c.checked_out and (node is None or c.cfg.pid.node == node)}
+        effects: list[Effect] = []
+        add_delivery_effects(effects, acc, s)
+        ready = messages_ready(s)
+        credited = [(c, ready, True) for _k, c in sorted(s.consumers.items(),
+                                                         key=lambda kc: erl_key(kc[0]))]
+        credited += [(c, 0, False) for _k, c in s.waiting_consumers]
+        for c, available, active in credited:
+            if credit_api_v2(c.cfg):
+                reply = _credit_reply(c, available, c.drain, active, self.rules)
+                effects.append(send_msg(c.cfg.pid, reply, DELIVERY_SEND_MSG_OPTS))
+        return effects
+
     def init_aux(self, name: Any) -> AuxState:
         return init_aux(name, self._now())
 
@@ -234,6 +272,14 @@ class RabbitFifo:
         pids.update(dict.fromkeys(c.cfg.pid for _, c in s.waiting_consumers))
         ordered = erl_sorted(pids)
         nodes = erl_sorted(dict.fromkeys(p.node for p in ordered))
+        if self.rules.checkout_reply_names_strategy:
+            # v8: no expiry timer (the aux arms absolute ones), no become-leader handler
+            return [*(monitor_process(p) for p in ordered),
+                    *(send_msg(p, "leader_change", "ra_event") for p in ordered),
+                    *(monitor_node(n) for n in nodes),
+                    mod_call("rabbit_quorum_queue", "spawn_notify_decorators",
+                             [s.cfg.resource, "startup", []]),
+                    *dlx_effects]
         effects: list[Effect] = [
             expiry_timer_on_election(s),
             *dlx_effects,
@@ -263,6 +309,8 @@ class RabbitFifo:
                 mode = meta.get("reply_mode")
                 if isinstance(mode, tuple) and len(mode) == 3 and mode[0] == "notify":
                     return self._apply_enqueue(meta, before, mode[2], seq, raw, size, s)
+                if self.rules.checkout_reply_names_strategy:  # v8: an untracked enqueue
+                    return self._apply_enqueue(meta, before, None, None, raw, size, s)
                 return (s, "ok", [])  # v7 has no clause for it: unhandled command
             case ("register_enqueuer", pid):
                 if pid not in s.enqueuers:
@@ -421,7 +469,7 @@ class RabbitFifo:
         # a completion may have moved a quiescing active consumer to the waiting list
         if (was_quiescing and s.cfg.consumer_strategy == "single_active"
                 and active_consumer(s.consumers) is None):
-            effects.append(update_consumer_active_effect(s, c, False, "waiting"))
+            effects.extend(active_effects(s, c, False, "waiting"))
         activate_next_consumer(s, effects)
         return checkout(meta, before, s, effects)
 
@@ -523,6 +571,8 @@ class RabbitFifo:
     def _credit_active(self, meta: Meta, before: LimitView, key: Hashable, c: Consumer,
                        credit: int, dc_rcv: int, drain: bool, s: RabbitFifoState) -> Result:
         c.credit = _link_credit_snd(dc_rcv, credit, c.delivery_count, c)
+        if rules_of(meta).consumer_timeout_in_machine:
+            c.drain = drain  # v8 remembers it for link-state and resent credit replies
         maybe_queue_consumer(key, c, s)
         s, _, effects = checkout(meta, before, s, [])
         c2 = s.consumers[key]
@@ -533,8 +583,8 @@ class RabbitFifo:
                 c2.delivery_count = serial_add(c2.delivery_count, c2.credit)
                 c2.credit = 0
             # deliveries must precede the credit reply (TRANSFERs before FLOW)
-            effects.append(send_msg(pid, ("credit_reply", tag, c2.delivery_count, c2.credit,
-                                          available, drain), DELIVERY_SEND_MSG_OPTS))
+            effects.append(send_msg(pid, _credit_reply(c2, available, drain, True, self.rules),
+                                    DELIVERY_SEND_MSG_OPTS))
             return (s, "ok", effects)
         reply: Any = ("send_credit_reply", available)
         if drain:
@@ -547,16 +597,18 @@ class RabbitFifo:
     def _credit_inactive(self, key: Hashable, c: Consumer, credit: int, dc_rcv: int,
                          drain: bool, s: RabbitFifoState) -> Result:
         link_credit = _link_credit_snd(dc_rcv, credit, c.delivery_count, c)
-        tag, pid = consumer_id(c)
+        pid = c.cfg.pid
         if credit_api_v2(c.cfg):
             if drain:
                 c.delivery_count = serial_add(c.delivery_count, link_credit)
                 c.credit = 0
             else:
                 c.credit = link_credit
+            if self.rules.consumer_timeout_in_machine:
+                c.drain = drain
             s.waiting_consumers = sort_waiting([*s.waiting_consumers, (key, c)])
-            return (s, "ok", [send_msg(pid, ("credit_reply", tag, c.delivery_count, c.credit,
-                                             0, drain), DELIVERY_SEND_MSG_OPTS)])
+            return (s, "ok", [send_msg(pid, _credit_reply(c, 0, drain, False, self.rules),
+                                       DELIVERY_SEND_MSG_OPTS)])
         c.credit = link_credit
         s.waiting_consumers = sort_waiting([*s.waiting_consumers, (key, c)])
         return (s, ("send_credit_reply", 0))
@@ -589,9 +641,15 @@ class RabbitFifo:
         }
         effects: list[Effect] = [monitor_process(cid[1])]
         activate_next_consumer(s, effects)
-        # v7 quirk: is_active compares a key with a {Key, Consumer} pair, so it is
-        # always false for single active consumer queues (fixed in v8)
-        info["is_active"] = s.cfg.consumer_strategy == "competing"
+        if self.rules.checkout_reply_names_strategy:
+            active = active_consumer(s.consumers)
+            info["is_active"] = (s.cfg.consumer_strategy == "competing"
+                                 or (active is not None and active[0] == key))
+            info["consumer_strategy"] = s.cfg.consumer_strategy
+        else:
+            # v7 quirk: is_active compares a key with a {Key, Consumer} pair, so it
+            # is always false for single active consumer queues (fixed in v8)
+            info["is_active"] = s.cfg.consumer_strategy == "competing"
         return checkout(meta, before, s, effects, ("ok", info))
 
     def _dequeue(self, meta: Meta, before: LimitView, cid: tuple[Any, Any], settlement: str,

@@ -11,7 +11,7 @@ from typing import Any
 from fifo import dlx
 from fifo.consumers import active_consumer, consumer_id, find_consumer
 from fifo.delivery import messages_ready, messages_total
-from fifo.msg import Msg, unpack
+from fifo.msg import Msg, msg_idx, unpack
 from fifo.pq import PriorityQ
 from fifo.records import Consumer, RabbitFifoState, erl_sorted, is_suspected
 
@@ -19,6 +19,7 @@ __all__ = [
     "all_nodes",
     "get_checked_out",
     "is_expired",
+    "live_indexes",
     "num_checked_out",
     "overview",
     "query_consumer_count",
@@ -32,6 +33,7 @@ __all__ = [
     "query_single_active_consumer",
     "query_stat",
     "query_waiting_consumers",
+    "ra_seq",
     "smallest_raft_index",
 ]
 
@@ -146,6 +148,37 @@ def smallest_raft_index(s: RabbitFifoState) -> int | None:
                     s.ra_indexes.smallest()) if i is not None
     ]
     return min(candidates) if candidates else None
+
+
+def live_indexes(s: RabbitFifoState) -> list[int]:
+    """Raft indexes of every message the state still refers to, ascending (v8).
+
+    Ready messages of every level, returns, checked-out messages, dead letters
+    waiting or with the worker, and delayed messages: the log entries a
+    snapshot must keep below its index.
+    """
+    msgs: list[Msg] = [*s.returns, *s.messages.drain_order(), *s.delayed.values()]
+    for c in s.consumers.values():
+        msgs.extend(c.checked_out.values())
+    msgs.extend(m for _r, m in s.dlx.discards)
+    if s.dlx.consumer is not None:
+        msgs.extend(m for _r, m in s.dlx.consumer.checked_out.values())
+    return sorted(msg_idx(m) for m in msgs)
+
+
+def ra_seq(indexes: list[int]) -> list[Any]:
+    """Upstream's ``ra_seq`` of ascending `indexes`: highest first, runs of three or
+    more as ``(first, last)``, shorter runs as single indexes."""
+    out: list[Any] = []
+    i = 0
+    while i < len(indexes):
+        j = i
+        while j + 1 < len(indexes) and indexes[j + 1] == indexes[j] + 1:
+            j += 1
+        first, last = indexes[i], indexes[j]
+        out[:0] = [(first, last)] if last - first >= 2 else list(reversed(indexes[i:j + 1]))
+        i = j + 1
+    return out
 
 
 def all_nodes(s: RabbitFifoState) -> list[Any]:

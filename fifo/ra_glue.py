@@ -174,7 +174,8 @@ class QueueMachine:
                            _old_meta: Any, _old_state: Any) -> list[Any]:
         if trace.enabled():
             replica_trace.snapshot_installed(meta, s)
-        return []
+        return self._adapt(s.cfg.name, self.inner.snapshot_installed(
+            meta, s, _old_meta, _old_state, actors.node()))
 
     def tick(self, ts: int, s: RabbitFifoState) -> list[Any]:
         return self._adapt(s.cfg.name, self.inner.tick(ts, s))

@@ -79,6 +79,13 @@ class Rules:
     consumer_timeout_in_machine: bool
     #: returned messages may wait (delayed retry, ``x-opt-delivery-time``)
     delayed_retry: bool
+    #: 4.3's shapes: the checkout reply names the consumer strategy and tells a
+    #: single active consumer it is active, an ``e`` without a publisher is an
+    #: untracked enqueue, a new leader arms no relative expiry timer
+    checkout_reply_names_strategy: bool
+    #: consumers asking for link-state properties get ``#{active => Bool}`` in
+    #: their credit replies, also on activation and deactivation
+    link_state_properties: bool
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
@@ -88,7 +95,8 @@ V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
            default_consumer_timeout=None, default_disconnected_timeout=None,
            default_delayed_retry=None, last_active_from_created_once=False,
            records_command_time=False, suspects_keep_messages=False,
-           consumer_timeout_in_machine=False, delayed_retry=False)
+           consumer_timeout_in_machine=False, delayed_retry=False,
+           checkout_reply_names_strategy=False, link_state_properties=False)
 
 V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
@@ -99,7 +107,8 @@ V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            default_disconnected_timeout=DEFAULT_DISCONNECTED_TIMEOUT_MS,
            default_delayed_retry="disabled", last_active_from_created_once=True,
            records_command_time=True, suspects_keep_messages=True,
-           consumer_timeout_in_machine=True, delayed_retry=True)
+           consumer_timeout_in_machine=True, delayed_retry=True,
+           checkout_reply_names_strategy=True, link_state_properties=True)
 
 
 def rules_for(version: int) -> Rules:
