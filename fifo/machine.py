@@ -427,7 +427,7 @@ class RabbitFifo:
                        size: tuple[int, int], s: RabbitFifoState) -> Result:
         effects: list[Effect] = [("aux", ("bytes_in", size))]
         if pid is None and seq is None:
-            self._enqueue_msg(meta, raw, size[1], s)
+            self._enqueue_msg(meta, raw, self.rules.message_size(size), s)
             return checkout(meta, before, s, effects)
         enq = s.enqueuers.get(pid)
         if enq is None:
@@ -435,7 +435,7 @@ class RabbitFifo:
             effects.insert(0, monitor_process(pid))
         if seq == enq.next_seqno:
             cache = (meta["index"], raw) if self._can_immediately_deliver(s) else None
-            self._enqueue_msg(meta, raw, size[1], s)
+            self._enqueue_msg(meta, raw, self.rules.message_size(size), s)
             s.msg_cache = cache
             enq.next_seqno = seq + 1
             return checkout(meta, before, s, effects)

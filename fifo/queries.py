@@ -253,6 +253,12 @@ def overview(s: RabbitFifoState) -> dict[str, Any]:
         ov["last_delayed_at"] = s.delayed.last_at()
         conf["consumer_disconnected_timeout"] = cfg.consumer_disconnected_timeout
         conf["delayed_retry"] = cfg.delayed_retry
+    if isinstance(s.messages, PriorityQ):
+        # v8 has no release cursors nor in-memory counts
+        for key in ("num_release_cursors", "release_cursors", "in_memory_message_bytes",
+                    "num_in_memory_ready_messages", "release_cursor_enqueue_counter",
+                    "smallest_raft_index_overview"):
+            del ov[key]
     ov.update(dlx.overview(s.dlx))
     active = active_consumer(s.consumers)
     if active is not None:  # upstream reports it for competing queues too

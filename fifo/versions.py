@@ -46,6 +46,9 @@ class Rules:
     new_messages: Callable[[], MessageQueue]
     #: the bucket an enqueued message goes to
     message_priority: Callable[[Any], Any]
+    #: a message's size for its header and the byte counters, from the container's
+    #: ``(metadata_size, payload_size)``: the payload before 4.3, both since
+    message_size: Callable[[tuple[int, int]], int]
     #: the bucket of a message re-appended by the ``requeue`` command
     requeue_priority: Any
     #: expiry takes the expired prefix of returns and of every level in one pass
@@ -89,6 +92,7 @@ class Rules:
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
+           message_size=lambda size: size[1],
            requeue_priority="no", batch_expiry=False, packed_size_max=None,
            raw_bodies_get_queue_ttl=False, purge_dead_letters=False,
            annotate_acquired_count=False, delivery_limit_counter="acquired_count",
@@ -99,6 +103,7 @@ V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
            checkout_reply_names_strategy=False, link_state_properties=False)
 
 V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
+           message_size=lambda size: size[0] + size[1],
            requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
            packed_size_max=PACKED_SZ_MAX_V8, raw_bodies_get_queue_ttl=True,
            purge_dead_letters=True, annotate_acquired_count=True,

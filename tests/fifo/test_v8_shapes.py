@@ -12,6 +12,8 @@ from typing import Any
 
 from fifo import make_checkout, make_credit, make_purge
 from fifo.commands import make_enqueue
+from fifo.mc import BasicMessage
+from fifo.msg import msg_size
 from fifo.queries import live_indexes, ra_seq
 
 from .helpers import N2, QNAME, Driver, FakeRaAux, pid
@@ -137,3 +139,26 @@ class TestSnapshots:
         assert all(len(e) == 2 for e in out[7] if e[0] == "release_cursor")
         assert [e[:2] for e in out[8]] == [("release_cursor", 2)]
         assert len(list(out[8][0])) == 3  # with the machine state
+
+
+def test_v8_sizes_count_the_metadata_too() -> None:
+    sizes = {}
+    for v in (7, 8):
+        d = Driver(machine_version=v)
+        d.enqueue(P1, 1, BasicMessage(b"12345", metadata_size=40))
+        sizes[v] = (d.state.msg_bytes_enqueue, msg_size(d.state.messages.get()))  # type: ignore[arg-type]
+    assert sizes == {7: (5, 5), 8: (45, 45)}
+
+
+def test_v8_overview_drops_the_release_cursor_keys() -> None:
+    keys = {}
+    for v in (7, 8):
+        d = Driver(machine_version=v)
+        keys[v] = set(d.machine.overview(d.state))
+    assert keys[7] - keys[8] == {
+        "num_ready_messages_high", "num_ready_messages_normal", "num_release_cursors",
+        "release_cursors", "in_memory_message_bytes", "num_in_memory_ready_messages",
+        "release_cursor_enqueue_counter", "smallest_raft_index_overview"}
+    assert keys[8] - keys[7] == {
+        "num_active_priorities", "messages_by_priority", "num_delayed_messages",
+        "next_delayed_at", "last_delayed_at"}
