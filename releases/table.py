@@ -110,6 +110,10 @@ class Release:
     deprecated_features: Mapping[str, Phase]
     """The deprecation phase of each deprecated feature warren models; a feature
     not listed here is permitted (3.10 has no deprecated-feature mechanism)."""
+    quorum_queue_arguments: tuple[str, ...] = ()
+    """`rabbit_quorum_queue:capabilities()`'s `queue_arguments`: the arguments a
+    redeclare compares with the queue's, in this order (the first that differs is
+    the one the 406 names)."""
     classic_confirm_after_fsync: bool = False
     """Whether a persistent message in a durable classic queue is confirmed only after
     its message store synced it (3.10's store and queue index), or once the store
@@ -128,6 +132,17 @@ def _phases(phase: Phase) -> Mapping[str, Phase]:
                              ("global_qos", "transient_nonexcl_queues", "queue_master_locator")})
 
 
+#: `rabbit_quorum_queue:capabilities()`'s `queue_arguments` from 3.10 to 4.2
+_QQ_ARGUMENTS = (
+    "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy",
+    "x-expires", "x-max-length", "x-max-length-bytes", "x-max-in-memory-length",
+    "x-max-in-memory-bytes", "x-overflow", "x-single-active-consumer", "x-queue-type",
+    "x-quorum-initial-group-size", "x-delivery-limit", "x-message-ttl",
+    "x-queue-leader-locator")
+#: 4.3 appends the consumer timeouts and the delayed-retry arguments
+_QQ_ARGUMENTS_4_3 = (*_QQ_ARGUMENTS, "x-consumer-disconnected-timeout", "x-consumer-timeout",
+                     "x-delayed-retry-type", "x-delayed-retry-min", "x-delayed-retry-max")
+
 # Erlang of the reference brokers: Debian 12's 3.10.8 runs OTP 25.2.3 and Debian 13's
 # 4.0.5 runs OTP 27.3.4.1 (read from a running node). 4.2 and 4.3 are given the
 # same Erlang 27 as 4.0.5, a release both support.
@@ -144,7 +159,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         consumer_timeout_enforcer="channel", last_death_headers=False,
         default_max_message_size=134_217_728, frame_min_size=4096,
         content_header_size_check=False,
-        deprecated_features=MappingProxyType({}), classic_confirm_after_fsync=True),
+        deprecated_features=MappingProxyType({}), quorum_queue_arguments=_QQ_ARGUMENTS,
+        classic_confirm_after_fsync=True),
     "4.0": Release(
         series="4.0",
         server=ServerIdentity("RabbitMQ", "4.0.5", _OTP_27,
@@ -155,7 +171,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         consumer_timeout_enforcer="channel", last_death_headers=True,
         default_max_message_size=16_777_216, frame_min_size=4096,
         content_header_size_check=False,
-        deprecated_features=_phases("permitted_by_default")),
+        deprecated_features=_phases("permitted_by_default"),
+        quorum_queue_arguments=_QQ_ARGUMENTS),
     "4.2": Release(
         series="4.2",
         server=ServerIdentity("RabbitMQ", "4.2.9", _OTP_27,
@@ -166,7 +183,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         consumer_timeout_enforcer="channel", last_death_headers=True,
         default_max_message_size=16_777_216, frame_min_size=8192,
         content_header_size_check=True,
-        deprecated_features=_phases("permitted_by_default")),
+        deprecated_features=_phases("permitted_by_default"),
+        quorum_queue_arguments=_QQ_ARGUMENTS),
     "4.3": Release(
         series="4.3",
         server=ServerIdentity("RabbitMQ", "4.3.5", _OTP_27,
@@ -177,7 +195,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         consumer_timeout_enforcer="queue", last_death_headers=True,
         default_max_message_size=16_777_216, frame_min_size=8192,
         content_header_size_check=True,
-        deprecated_features=_phases("denied_by_default")),
+        deprecated_features=_phases("denied_by_default"),
+        quorum_queue_arguments=_QQ_ARGUMENTS_4_3),
 })
 
 #: The newest release whose machine version warren builds (rabbit_fifo 7).

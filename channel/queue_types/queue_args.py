@@ -25,7 +25,6 @@ from channel.errors import AmqpError, Atom, erlang_term, rs
 __all__ = [
     "MAX_EXPIRY",
     "OTHER_TYPE_ARGS",
-    "QUORUM_ARGS",
     "amqp_type",
     "check_declare_properties",
     "check_equivalence",
@@ -187,14 +186,6 @@ _VALIDATORS: tuple[tuple[str, Check], ...] = (
     ("x-member-placement-tag", _placement_tag),
 )
 
-QUORUM_ARGS: tuple[str, ...] = (
-    "x-queue-type", "x-quorum-initial-group-size", "x-delivery-limit", "x-max-length",
-    "x-max-length-bytes", "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key",
-    "x-dead-letter-strategy", "x-message-ttl", "x-expires", "x-single-active-consumer",
-    "x-queue-leader-locator", "x-member-placement-tag", "x-consumer-timeout",
-    "x-consumer-disconnected-timeout", "x-max-in-memory-length", "x-max-in-memory-bytes",
-)
-"""The arguments a quorum queue knows, in the order equivalence compares them."""
 
 OTHER_TYPE_ARGS = frozenset(
     {
@@ -288,8 +279,9 @@ class Declared:
 
 
 def check_equivalence(queue: str, vhost: str, current: Declared, new: Declared,
-                      keys: tuple[str, ...] = QUORUM_ARGS) -> None:
-    """Re-declare of an existing queue: durable, auto_delete, then each argument."""
+                      keys: tuple[str, ...]) -> None:
+    """Re-declare of an existing queue: durable, auto_delete, then each argument of
+    `keys` in order (a quorum queue's are its release's `quorum_queue_arguments`)."""
     def fail(key: str, received: str, was: str) -> AmqpError:
         return AmqpError(
             "PRECONDITION_FAILED",

@@ -16,6 +16,7 @@ from channel.queue_types.queue_args import (
     int_arg_error,
     validate_quorum_args,
 )
+from releases import RELEASES
 
 PREFIX = "PRECONDITION_FAILED - invalid arg '{}' for queue 'q' in vhost '/': "
 
@@ -194,12 +195,13 @@ QQ = {"x-queue-type": "quorum"}
 )
 def test_redeclare_equivalence_errors(current: Declared, new: Declared, text: str) -> None:
     with pytest.raises(AmqpError) as info:
-        check_equivalence("q", "/", current, new)
+        check_equivalence("q", "/", current, new, RELEASES["4.2"].quorum_queue_arguments)
     assert info.value.reply_text == "PRECONDITION_FAILED - " + text
 
 
 def test_integers_compare_by_value_whatever_their_width() -> None:
+    keys = RELEASES["4.2"].quorum_queue_arguments
     check_equivalence("q", "/", Declared(True, False, {**QQ, "x-max-length": 2**40}),
-                      Declared(True, False, {**QQ, "x-max-length": 2**40}))
+                      Declared(True, False, {**QQ, "x-max-length": 2**40}), keys)
     check_equivalence("q", "/", Declared(True, False, QQ),
-                      Declared(True, False, {**QQ, "x-custom": 1}))  # not a QQ argument
+                      Declared(True, False, {**QQ, "x-custom": 1}), keys)  # not a QQ argument

@@ -7,6 +7,8 @@ under two releases show where they differ.
 - Before tune-ok a connection reads frames up to the release's `?FRAME_MIN_SIZE`
   (4096 up to 4.0, 8192 from 4.1), and a body is refused past the release's
   `max_message_size` default (128 MiB in 3.10, 16 MiB from 3.13).
+- A redeclare compares the arguments of the release's `rabbit_quorum_queue` list, in
+  its order (4.3 adds the consumer timeouts and delayed retry to it).
 - Up to 4.2 the channel closes on a delivery left unacknowledged past the consumer
   timeout; in 4.3 its tick leaves that to the queues.
 """
@@ -15,22 +17,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import gevent
 import pika
+import pika.exceptions as pex
 import pytest
 
 from actors import Node
-from channel.connection.config import Config
+from channel.connection.config import BrokerContext, Config
+from channel.connection.listener import Listener
 from channel.queue_types.quorum.qq_cluster import fifo_config
 from channel.queue_types.quorum.qq_registry import LocalRegistry
 from channel.queue_types.quorum.quorum_queue import QuorumBackend
 from fifo.machine import RabbitFifo
 from ra import api
 from ra import system as ra_system
-from releases import RELEASES
+from releases import RELEASES, Release
 from tests.channel.conftest import client, make_broker
 from tests.channel.test_channel_consumer_timeout import closed_with, consume_without_ack
+
+QQ = {"x-queue-type": "quorum"}
 
 
 @pytest.mark.parametrize(("series", "limit"), [("3.10", None), ("4.0", 20), ("4.2", 20)])
@@ -105,3 +112,63 @@ def test_only_a_release_whose_channel_enforces_it_closes_on_the_consumer_timeout
         client(conn.close)
     finally:
         broker.listener.stop()
+
+
+def _quorum_broker(node: Node, release: Release) -> tuple[Listener, LocalRegistry]:
+    registry = LocalRegistry([node.name], release=release)
+    backend = QuorumBackend(node, registry, default_queue_type="classic")  # RabbitMQ's default
+    ctx = BrokerContext(node, backend, config=Config(silent_close_delay_ms=20,
+                                                     closing_timeout_ms=2000, release=release))
+    backend.on_deleted = ctx.topology.remove_queue
+    return Listener(ctx, "127.0.0.1", 0).start(), registry
+
+
+def _redeclare(port: int, first: dict[str, Any], again: dict[str, Any]) -> Any:
+    """Declare a quorum queue, declare it again with other arguments: the outcome."""
+    def run() -> Any:
+        conn = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", port, connection_attempts=1))
+        try:
+            conn.channel().queue_declare("rd", durable=True, arguments=first)
+            try:
+                conn.channel().queue_declare("rd", durable=True, arguments=again)
+            except pex.ChannelClosedByBroker as e:
+                return (e.reply_code, e.reply_text)
+            return "ok"
+        finally:
+            conn.channel().queue_delete("rd")
+            conn.close()
+    return client(run)
+
+
+def test_a_redeclare_names_the_first_differing_argument_in_the_queue_types_order(
+        lone_node: Node) -> None:
+    # x-max-length comes before x-queue-type in rabbit_quorum_queue's list: a plain
+    # (classic) redeclare of a limited quorum queue is refused for its limit
+    listener, _registry = _quorum_broker(lone_node, RELEASES["4.0"])
+    try:
+        assert _redeclare(listener.port, {**QQ, "x-max-length": 10}, {}) == (
+            406, "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'rd' in "
+                 "vhost '/': received none but current is the value '10' of type 'signedint'")
+    finally:
+        listener.stop()
+
+
+@pytest.mark.parametrize("series", ["4.2", "4.3"])
+def test_only_4_3_compares_the_consumer_timeout_on_redeclare(lone_node: Node,
+                                                            series: str) -> None:
+    # machine-independent: the 4.3 record's argument list on a 4.2 queue
+    release = replace(RELEASES["4.2"],
+                      quorum_queue_arguments=RELEASES[series].quorum_queue_arguments)
+    listener, _registry = _quorum_broker(lone_node, release)
+    try:
+        outcome = _redeclare(listener.port, {**QQ, "x-consumer-timeout": 1000},
+                             {**QQ, "x-consumer-timeout": 2000})
+    finally:
+        listener.stop()
+    if series == "4.2":
+        assert outcome == "ok"
+    else:
+        assert outcome == (406, "PRECONDITION_FAILED - inequivalent arg 'x-consumer-timeout' "
+                                "for queue 'rd' in vhost '/': received '2000' but current "
+                                "is '1000'")

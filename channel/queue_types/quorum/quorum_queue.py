@@ -299,7 +299,8 @@ class QuorumSession:
                 "originally declared on another connection or the exclusive property value "
                 "does not match that of the original declaration.")
         check_equivalence(name, self.vhost, Declared(record.durable, False, record.arguments),
-                          Declared(durable, auto_delete, args))
+                          Declared(durable, auto_delete, args),
+                          self.b.registry.release.quorum_queue_arguments)
         return DeclareOk(name, *self._stat(record, STAT_TIMEOUT))
 
     # -------------------------------------------------------- delete, purge
