@@ -17,6 +17,7 @@ from fifo.client_effects import AuxCommand, ClientEffect, ExecRead, Out
 from fifo.client_records import ClientConsumer, ClientState, pick_server
 from fifo.client_send import consumer_key, send_command, stash, transform_msgs
 from fifo.commands import get_msg, make_return, make_settle
+from fifo.msg import unpack
 
 __all__ = ["find_local_or_leader", "handle_delivery"]
 
@@ -35,7 +36,9 @@ def handle_delivery(calls: Calls, qname: Any, from_: Any, delivery: tuple[Any, .
         case ("delivery", tag, read_plan, plain):
             # bodies are still in the log on this node: read them here
             entries = calls.call(ExecRead("exec_read", read_plan), fx)
-            id_msgs = [(mid, (h, get_msg(entries[i]))) for mid, (i, h) in plain
+            # machine 8 sends packed references as they are; earlier ones ``(idx, header)``
+            refs = [(mid, unpack(m)) for mid, m in plain]
+            id_msgs = [(mid, (h, get_msg(entries[i]))) for mid, (i, h) in refs
                        if i in entries]
             return _deliver(calls, qname, from_, tag, id_msgs, s, fx)
         case ("delivery", tag, id_msgs):

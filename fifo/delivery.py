@@ -197,12 +197,14 @@ def _delivery_effect(key: Hashable, msgs: list[tuple[int, Msg]], s: RabbitFifoSt
                         DELIVERY_SEND_MSG_OPTS)
     plain = [(msg_id, unpack(m)) for msg_id, m in msgs]
     idxs = [i for _, (i, _) in plain]
+    # machine 8 hands the session its references as they are (packed when small)
+    sent = list(msgs) if rules_of_state(s).packed_on_wire else plain
 
     def deliver(read_plan: Any) -> list[Any]:
         # On the consumer's node the session reads the bodies itself; elsewhere the
         # executing member reads them now (``delivery_effect``).
         if getattr(read_plan, "node", None) == pid.node:
-            return [send_msg(pid, ("delivery", tag, read_plan, plain), DELIVERY_SEND_MSG_OPTS)]
+            return [send_msg(pid, ("delivery", tag, read_plan, sent), DELIVERY_SEND_MSG_OPTS)]
         entries = read_plan.execute()
         bodies = [(msg_id, (h, get_msg(entries[i]))) for msg_id, (i, h) in plain]
         return [send_msg(pid, ("delivery", tag, bodies), DELIVERY_SEND_MSG_OPTS)]

@@ -59,7 +59,7 @@ from fifo.commands import Settle, get_msg
 from fifo.consumers import consumer_key_from_id
 from fifo.delivery import messages_ready
 from fifo.fifo_q import FifoQ
-from fifo.msg import Msg, get_header, msg_header, msg_idx
+from fifo.msg import Msg, get_header, msg_header, msg_idx, unpack
 from fifo.pq import PriorityQ
 from fifo.records import Consumer, RabbitFifoState, erl_sorted
 from ra.effect_types import Effect
@@ -646,7 +646,8 @@ def _delivered(msg: Any) -> tuple[Any, list[tuple[int, Any, Msg | None, Any]]] |
     """``(tag, [(consumer msg id, header, message ref, body)])`` of a delivery message."""
     match msg:
         case ("delivery", tag, _plan, plain):
-            return tag, [(cmid, h, (i, h), None) for cmid, (i, h) in plain]
+            refs = [(cmid, unpack(m)) for cmid, m in plain]  # v8 sends packed references
+            return tag, [(cmid, h, (i, h), None) for cmid, (i, h) in refs]
         case ("delivery", tag, id_msgs):
             return tag, [(cmid, h, None, body) for cmid, (h, body) in id_msgs]
     return None

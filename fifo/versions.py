@@ -10,14 +10,14 @@ carries a scattered version test of its own.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fifo import mc
 from fifo.fifo_q import FifoQ
 from fifo.pq import DEFAULT_PRIORITY, PriorityQ, clamp_priority
 
-__all__ = ["MessageQueue", "Rules", "rules_for", "rules_of", "rules_of_state"]
+__all__ = ["V2", "MessageQueue", "Rules", "rules_for", "rules_of", "rules_of_state"]
 
 MessageQueue = FifoQ | PriorityQ
 
@@ -55,6 +55,9 @@ class Rules:
     batch_expiry: bool
     #: largest header size kept in a packed reference (``None``: any)
     packed_size_max: int | None
+    #: deliveries read on the consumer's node carry the references as stored
+    #: (packed integers included); before, always ``(idx, header)``
+    packed_on_wire: bool
     #: raw (non-container) bodies get the queue's message TTL
     raw_bodies_get_queue_ttl: bool
     #: purge also drops the at-least-once dead letters and counts them
@@ -89,11 +92,18 @@ class Rules:
     #: consumers asking for link-state properties get ``#{active => Bool}`` in
     #: their credit replies, also on activation and deactivation
     link_state_properties: bool
+    #: 3.10's machine (version 2): the commands whose handling differs are applied
+    #: by `fifo.v2_commands`, as upstream hands them to the module of that version
+    v2_commands: bool = False
+    #: 3.10: every give-back adds one to ``delivery_count`` (there is no
+    #: ``acquired_count``), and the command, not each message, gives credit back
+    every_return_counts: bool = False
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
            message_size=lambda size: size[1],
            requeue_priority="no", batch_expiry=False, packed_size_max=None,
+           packed_on_wire=False,
            raw_bodies_get_queue_ttl=False, purge_dead_letters=False,
            annotate_acquired_count=False, delivery_limit_counter="acquired_count",
            default_consumer_timeout=None, default_disconnected_timeout=None,
@@ -105,7 +115,8 @@ V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
 V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            message_size=lambda size: size[0] + size[1],
            requeue_priority=DEFAULT_PRIORITY, batch_expiry=True,
-           packed_size_max=PACKED_SZ_MAX_V8, raw_bodies_get_queue_ttl=True,
+           packed_size_max=PACKED_SZ_MAX_V8, packed_on_wire=True,
+           raw_bodies_get_queue_ttl=True,
            purge_dead_letters=True, annotate_acquired_count=True,
            delivery_limit_counter="delivery_count",
            default_consumer_timeout=DEFAULT_CONSUMER_TIMEOUT_MS,
@@ -116,8 +127,15 @@ V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
            checkout_reply_names_strategy=True, link_state_properties=True)
 
 
+#: machine 2 (RabbitMQ 3.10): one FIFO without priorities, every return counts
+V2 = replace(V7, version=2, message_priority=lambda _raw: "no", v2_commands=True,
+             delivery_limit_counter="delivery_count", every_return_counts=True)
+
+
 def rules_for(version: int) -> Rules:
     """The rules of machine `version` (4-7 share RabbitMQ 4.0-4.2's)."""
+    if version <= 2:
+        return V2
     return V8 if version >= 8 else V7
 
 
@@ -131,4 +149,6 @@ def rules_of_state(s: Any) -> Rules:
 
     For the few helpers that see the state but not the command's meta.
     """
+    if getattr(s, "release_cursors", None) is not None:
+        return V2  # only machine 2 stores release cursors in its state
     return V8 if isinstance(s.messages, PriorityQ) else V7

@@ -6,6 +6,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
+
 from fifo import client
 from fifo.client_effects import Out
 from fifo.client_records import ClientState, init
@@ -20,8 +22,8 @@ class OneMemberRa:
     """Applies commands in arrival order with increasing indexes and turns the
     machine's ``ra_event`` sends and ``notify`` replies into client events."""
 
-    def __init__(self) -> None:
-        self.d = Driver()
+    def __init__(self, machine_version: int = 7) -> None:
+        self.d = Driver(machine_version=machine_version)
         self.inbox: deque[tuple[Any, Any]] = deque()
         self.applied: list[tuple[int, Any]] = []
 
@@ -75,9 +77,11 @@ def drive(ra: OneMemberRa, op: Callable[[Sequence[Any]], Out]) -> Out:
         replies = [*replies, ra.perform(call)]
 
 
-def test_published_messages_reach_the_consumer_in_order_and_are_settled() -> None:
-    ra = OneMemberRa()
-    s: ClientState = init([S1], ME)
+@pytest.mark.parametrize("version", [7, 8])
+def test_published_messages_reach_the_consumer_in_order_and_are_settled(version: int) -> None:
+    """Machine 8 hands the session packed references, machine 7 ``(idx, header)``."""
+    ra = OneMemberRa(version)
+    s: ClientState = init([S1], ME, machine_version=version)
     actions: list[Any] = []
 
     out = drive(ra, lambda r: client.checkout("ctag", ("simple_prefetch", 5), {"ack": True},
