@@ -18,6 +18,7 @@ from typing import Any
 import actors
 from actors import gen_server
 from actors.pid import CallExit
+from broker import vhost_connections
 from broker.ctl_common import EX_UNAVAILABLE, INFO_TIMEOUT, CtlError
 from broker.metadata import classic_queues, vhost_metadata
 from broker.running import broker_of
@@ -181,9 +182,10 @@ def add_vhost(vhost: str, default_queue_type: str | None = None,
 
 
 def delete_vhost(vhost: str) -> str:
-    """Every queue of the vhost is deleted (its processes and Ra clusters stopped),
-    then the vhost goes from the metadata store with its exchanges, bindings,
-    policies, limits and permissions. Connections open on it are not closed."""
+    """Every queue of the vhost is deleted (its processes and Ra clusters stopped,
+    its consumers cancelled), then the vhost goes from the metadata store with its
+    exchanges, bindings, policies, limits and permissions, and every node closes
+    its connections to it (`vhost_connections`), in `rabbit_vhost:delete`'s order."""
     state = broker_of().view.state
     if vhost not in state.vhosts:
         raise CtlError(f"Virtual host '{vhost}' does not exist")
@@ -199,4 +201,5 @@ def delete_vhost(vhost: str) -> str:
         broker_of().metadata.command(("delete_vhost", vhost))
     except AmqpError:
         raise CtlError(f"Virtual host '{vhost}' does not exist") from None
+    vhost_connections.close_everywhere(vhost)
     return ""

@@ -18,8 +18,14 @@ import pika
 import pika.exceptions as pex
 import pytest
 
-from tests.broker.amqp_support import closed_by_broker, get_eventually, pump_until
-from tests.broker.broker_support import BrokerProc, connect, eventually, running_cluster
+from tests.broker.amqp_support import (
+    AsyncChannel,
+    AsyncClient,
+    closed_by_broker,
+    get_eventually,
+    pump_until,
+)
+from tests.broker.broker_support import BrokerProc, connect, ctl, eventually, running_cluster
 
 CLASSIC = {"x-queue-type": "classic"}
 
@@ -181,3 +187,75 @@ def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_answe
                                                    arguments=CLASSIC) is not None
         finally:
             watcher.close()
+
+
+
+class _VhostClient(AsyncClient):
+    """A client on one vhost that notes which consumers were cancelled when its
+    connection was closed (the server's frames are handled in their order)."""
+
+    def __init__(self, node: BrokerProc, vhost: str) -> None:
+        self.cancelled_at_close: list[str] | None = None
+        self.watched: AsyncChannel | None = None
+        super().__init__(pika.ConnectionParameters("127.0.0.1", node.amqp_port,
+                                                   virtual_host=vhost, connection_attempts=1))
+
+    def _lost(self, conn: Any, reason: BaseException) -> None:
+        if self.watched is not None:
+            self.cancelled_at_close = sorted(self.watched.cancelled)
+        super()._lost(conn, reason)
+
+
+def _closed_with(client: _VhostClient) -> tuple[int, str]:
+    client.run_until(lambda: client.closed is not None, "closing of the connection")
+    assert isinstance(client.closed, pex.ConnectionClosedByBroker)
+    return client.closed.reply_code, client.closed.reply_text
+
+
+def _on_vhost(node: BrokerProc, vhost: str) -> _VhostClient | None:
+    """A client on `vhost` once `node`'s copy of the metadata has its permissions."""
+    try:
+        return _VhostClient(node, vhost)
+    except pex.AMQPConnectionError:
+        return None
+
+
+def _declare_and_consume(ch: AsyncChannel, name: str, kind: str) -> None:
+    def declare(done: Any) -> Any:
+        return ch.ch.queue_declare(name, durable=True, arguments={"x-queue-type": kind},
+                                   callback=done)
+
+    def consume(done: Any) -> Any:
+        return ch.ch.basic_consume(name, lambda *_: None, consumer_tag=f"on-{kind}",
+                                   callback=done)
+    ch._call(declare, "queue.declare-ok")
+    ch._call(consume, "basic.consume-ok")
+
+
+def test_delete_vhost_cancels_its_consumers_and_closes_its_connections_on_every_node(
+        nodes: list[BrokerProc], conns: list[Any]) -> None:
+    a, b = nodes
+    for args in (("add_vhost", "gone"), ("--vhost", "gone", "set_permissions", "guest",
+                                         ".*", ".*", ".*")):
+        out = ctl(a.name, *args)
+        assert out.returncode == 0, out.stderr
+    on_a = _VhostClient(a, "gone")
+    on_b = eventually(lambda: _on_vhost(b, "gone"))
+    try:
+        ch = on_a.watched = on_a.channel()
+        for name, kind in (("gone-cq", "classic"), ("gone-qq", "quorum")):
+            _declare_and_consume(ch, name, kind)
+        bystander = open_conn(b, conns)  # on vhost '/': stays open
+
+        out = ctl(a.name, "delete_vhost", "gone")
+        assert out.returncode == 0, out.stderr
+
+        forced = (320, "CONNECTION_FORCED - vhost 'gone' is deleted")
+        assert _closed_with(on_a) == forced
+        assert on_a.cancelled_at_close == ["on-classic", "on-quorum"]
+        assert _closed_with(on_b) == forced
+        assert bystander.is_open
+        bystander.channel().queue_declare("", exclusive=True)
+    finally:
+        on_a.close()
+        on_b.close()
