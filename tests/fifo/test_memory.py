@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
+import pytest
+
 from fifo import RabbitFifo, make_enqueue
 
 from .helpers import QNAME, pid
@@ -12,12 +14,12 @@ from .helpers import QNAME, pid
 N = 20_000
 
 
-def bytes_per_ready_message() -> float:
-    machine = RabbitFifo()
+def bytes_per_ready_message(version: int) -> float:
+    machine = RabbitFifo(version)
     state = machine.init({"name": "q1", "queue_resource": QNAME})
     p = pid(1)
     body = b"x" * 200
-    meta = {"term": 1, "machine_version": 7, "system_time": 0, "reply_mode": ("notify", 0, p)}
+    meta = {"term": 1, "machine_version": version, "system_time": 0, "reply_mode": ("notify", 0, p)}
     state = machine.apply({**meta, "index": 1}, make_enqueue(p, 1, body), state)[0]
     gc.collect()
     tracemalloc.start()
@@ -32,5 +34,6 @@ def bytes_per_ready_message() -> float:
     return (after - before) / N
 
 
-def test_ready_messages_cost_at_most_48_bytes_each() -> None:
-    assert bytes_per_ready_message() <= 48
+@pytest.mark.parametrize("version", [7, 8])
+def test_ready_messages_cost_at_most_48_bytes_each(version: int) -> None:
+    assert bytes_per_ready_message(version) <= 48
