@@ -1,0 +1,329 @@
+"""Probes: the same client steps, run with pika against any broker, each returning
+what the client observed as plain data (codes, texts, bodies, headers).
+
+A probe gets a `Target` (the AMQP ports of a three-node cluster and a way to kill
+one of its nodes) and uses only what any AMQP 0-9-1 client can see, so the same
+probe runs unchanged against RabbitMQ and against warren. Observations leave out
+what legitimately differs between two runs: timestamps become "<time>".
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pika
+import pika.exceptions as pex
+
+QQ = {"x-queue-type": "quorum"}
+
+
+@dataclass
+class Target:
+    """A running three-node cluster a probe talks to."""
+
+    name: str
+    ports: list[int]
+    kill: Callable[[int], None]
+    """SIGKILL the node at this index (0-based)."""
+
+
+def connect(target: Target, node: int = 0) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters(
+        "127.0.0.1", target.ports[node], connection_attempts=3, retry_delay=0.5,
+        heartbeat=0, blocked_connection_timeout=30))
+
+
+def normalise(value: Any) -> Any:
+    """Plain, comparable data: bytes as text, timestamps as "<time>"."""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, datetime.datetime):
+        return "<time>"
+    if isinstance(value, dict):
+        return {k: ("<time>" if k in ("time", "timestamp") else normalise(v))
+                for k, v in sorted(value.items())}
+    if isinstance(value, list | tuple):
+        return [normalise(v) for v in value]
+    return value
+
+
+def attempt(conn: pika.BlockingConnection, step: Callable[[Any], Any]) -> Any:
+    """Run `step` on a fresh channel: ["ok", result] or the channel error's [code, text]."""
+    ch = conn.channel()
+    try:
+        result = step(ch)
+    except pex.ChannelClosedByBroker as e:
+        return [e.reply_code, e.reply_text]
+    if ch.is_open:
+        ch.close()
+    return ["ok", normalise(result)]
+
+
+def message(props: pika.BasicProperties | None, body: bytes, method: Any = None) -> dict[str, Any]:
+    """What a consumer sees of a delivery (besides its tag)."""
+    out: dict[str, Any] = {"body": body.decode()}
+    if method is not None:
+        out["redelivered"] = bool(method.redelivered)
+    if props is not None and props.headers:
+        out["headers"] = normalise(props.headers)
+    return out
+
+
+def drain(ch: Any, queue: str, limit: int = 100) -> list[dict[str, Any]]:
+    """basic.get with auto-ack until the queue is empty."""
+    got = []
+    for _ in range(limit):
+        method, props, body = ch.basic_get(queue, auto_ack=True)
+        if method is None:
+            break
+        got.append(message(props, body, method))
+    return got
+
+
+def eventually(check: Callable[[], Any], seconds: float = 20.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.1)
+
+
+# ------------------------------------------------------------------ the probes
+
+
+def declare_errors(t: Target) -> Any:
+    """Declare and redeclare refusals: their codes and texts."""
+    conn = connect(t)
+    try:
+        steps: dict[str, Callable[[Any], Any]] = {
+            "non-durable quorum": lambda ch: ch.queue_declare("de-q1", durable=False,
+                                                              arguments=QQ),
+            "exclusive quorum": lambda ch: ch.queue_declare("de-q2", durable=True,
+                                                            exclusive=True, arguments=QQ),
+            "auto-delete quorum": lambda ch: ch.queue_declare("de-q3", durable=True,
+                                                              auto_delete=True, arguments=QQ),
+            "server-named quorum": lambda ch: ch.queue_declare("", durable=True, arguments=QQ),
+            "reserved name": lambda ch: ch.queue_declare("amq.de", durable=True, arguments=QQ),
+            "unknown queue type": lambda ch: ch.queue_declare(
+                "de-q4", durable=True, arguments={"x-queue-type": "nonsense"}),
+            "negative max-length": lambda ch: ch.queue_declare(
+                "de-q5", durable=True, arguments={**QQ, "x-max-length": -1}),
+            "bad overflow": lambda ch: ch.queue_declare(
+                "de-q6", durable=True, arguments={**QQ, "x-overflow": "sometimes"}),
+            "quorum with priority": lambda ch: ch.queue_declare(
+                "de-q7", durable=True, arguments={**QQ, "x-max-priority": 5}),
+            "passive missing": lambda ch: ch.queue_declare("de-missing", passive=True),
+            "declare": lambda ch: ch.queue_declare(
+                "de-a", durable=True, arguments={**QQ, "x-max-length": 10}).method.queue,
+            "same again": lambda ch: ch.queue_declare(
+                "de-a", durable=True, arguments={**QQ, "x-max-length": 10}).method.queue,
+            "other max-length": lambda ch: ch.queue_declare(
+                "de-a", durable=True, arguments={**QQ, "x-max-length": 11}),
+            "as classic": lambda ch: ch.queue_declare("de-a", durable=True),
+            "non-durable again": lambda ch: ch.queue_declare("de-a", durable=False,
+                                                             arguments=QQ),
+            "passive existing": lambda ch: ch.queue_declare("de-a", passive=True).method
+            .message_count,
+            "classic declared": lambda ch: ch.queue_declare("de-c", durable=True).method.queue,
+            "classic as quorum": lambda ch: ch.queue_declare("de-c", durable=True,
+                                                             arguments=QQ),
+        }
+        return {name: attempt(conn, step) for name, step in steps.items()}
+    finally:
+        conn.close()
+
+
+def requeue_positions(t: Target) -> Any:
+    """Where nacked-with-requeue and rejected messages go back, and what they carry."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.queue_declare("rq", durable=True, arguments=QQ)
+        ch.confirm_delivery()
+        for i in range(1, 6):
+            ch.basic_publish("", "rq", f"m{i}".encode())
+        ch.basic_qos(prefetch_count=5)
+        tags = {}
+        for _ in range(5):
+            method, _props, body = ch.basic_get("rq", auto_ack=False)
+            tags[body.decode()] = method.delivery_tag
+        ch.basic_nack(tags["m2"], requeue=True)
+        ch.basic_reject(tags["m4"], requeue=True)
+        ch.basic_nack(tags["m5"], requeue=True)
+        ch.basic_ack(tags["m1"])
+        ch.basic_ack(tags["m3"])
+        return drain(ch, "rq")
+    finally:
+        conn.close()
+
+
+def delivery_limit_dead_letter(t: Target) -> Any:
+    """A message requeued past `x-delivery-limit` is dead-lettered: its headers."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.exchange_declare("dl-x", "fanout", durable=True)
+        ch.queue_declare("dl-target", durable=True, arguments=QQ)
+        ch.queue_bind("dl-target", "dl-x")
+        ch.queue_declare("dl-src", durable=True, arguments={
+            **QQ, "x-delivery-limit": 2, "x-dead-letter-exchange": "dl-x"})
+        ch.confirm_delivery()
+        ch.basic_publish("", "dl-src", b"limited",
+                         pika.BasicProperties(headers={"app": "probe"}))
+        seen = []
+        for _ in range(4):
+            method, props, body = ch.basic_get("dl-src", auto_ack=False)
+            if method is None:
+                break
+            seen.append(message(props, body, method))
+            ch.basic_nack(method.delivery_tag, requeue=True)
+        dead = eventually(lambda: drain(ch, "dl-target"))
+        return {"seen": seen, "left": drain(ch, "dl-src"), "dead": dead}
+    finally:
+        conn.close()
+
+
+def ttl_and_expiry(t: Target) -> Any:
+    """Message TTL dead-letters with reason expired; an unused queue expires."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.exchange_declare("ttl-x", "fanout", durable=True)
+        ch.queue_declare("ttl-target", durable=True, arguments=QQ)
+        ch.queue_bind("ttl-target", "ttl-x")
+        ch.queue_declare("ttl-src", durable=True, arguments={
+            **QQ, "x-message-ttl": 200, "x-dead-letter-exchange": "ttl-x"})
+        ch.confirm_delivery()
+        ch.basic_publish("", "ttl-src", b"short")
+        ch.basic_publish("", "ttl-src", b"per-message",
+                         pika.BasicProperties(expiration="100"))
+        dead = eventually(lambda: (lambda d: d if len(d) == 2 else None)(
+            drain(ch, "ttl-target")) or None)
+        ch.queue_declare("ttl-expires", durable=True, arguments={**QQ, "x-expires": 500})
+        gone = eventually(lambda: attempt(conn, lambda c: c.queue_declare(
+            "ttl-expires", passive=True))[0] == 404)
+        missing = attempt(conn, lambda c: c.queue_declare("ttl-expires", passive=True))
+        return {"dead": dead, "expired queue gone": gone, "passive": missing}
+    finally:
+        conn.close()
+
+
+def length_limits(t: Target) -> Any:
+    """x-max-length with drop-head and with reject-publish."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("len-drop", durable=True, arguments={**QQ, "x-max-length": 2})
+        for i in range(1, 5):
+            ch.basic_publish("", "len-drop", f"d{i}".encode())
+        ch.queue_declare("len-reject", durable=True, arguments={
+            **QQ, "x-max-length": 2, "x-overflow": "reject-publish"})
+        outcomes = []
+        for i in range(1, 5):
+            try:
+                ch.basic_publish("", "len-reject", f"r{i}".encode(), mandatory=False)
+                outcomes.append("ack")
+            except pex.NackError:
+                outcomes.append("nack")
+        return {"drop-head": drain(ch, "len-drop"), "reject-publish": outcomes,
+                "kept": drain(ch, "len-reject")}
+    finally:
+        conn.close()
+
+
+def single_active_consumer(t: Target) -> Any:
+    """Only the first consumer gets messages; on its cancel the next one takes over."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.queue_declare("sac", durable=True, arguments={**QQ, "x-single-active-consumer": True})
+        ch.confirm_delivery()
+        got: list[tuple[str, str]] = []
+        ch.basic_qos(prefetch_count=10)
+        for tag in ("first", "second"):
+            ch.basic_consume("sac", lambda c, m, p, b, tag=tag: (
+                got.append((tag, b.decode())), c.basic_ack(m.delivery_tag)), consumer_tag=tag)
+        for i in range(1, 4):
+            ch.basic_publish("", "sac", f"s{i}".encode())
+        eventually(lambda: conn.process_data_events(0.1) or len(got) >= 3, 10)
+        ch.basic_cancel("first")
+        for i in range(4, 6):
+            ch.basic_publish("", "sac", f"s{i}".encode())
+        eventually(lambda: conn.process_data_events(0.1) or len(got) >= 5, 10)
+        return [list(g) for g in got]
+    finally:
+        conn.close()
+
+
+def basic_get(t: Target) -> Any:
+    """basic.get on an empty queue, its message counts, and a redelivery."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.queue_declare("get", durable=True, arguments=QQ)
+        empty = ch.basic_get("get", auto_ack=True)[0] is None
+        ch.confirm_delivery()
+        for i in range(1, 4):
+            ch.basic_publish("", "get", f"g{i}".encode())
+        first, _props, body = ch.basic_get("get", auto_ack=False)
+        counts = [first.message_count, body.decode(), first.redelivered]
+        ch.basic_reject(first.delivery_tag, requeue=True)
+        again, props, body2 = ch.basic_get("get", auto_ack=True)
+        return {"empty": empty, "first": counts,
+                "again": [again.message_count, message(props, body2, again)]}
+    finally:
+        conn.close()
+
+
+def leader_kill(t: Target) -> Any:
+    """Publish with confirms through a follower's node while the leader's node is
+    killed: nothing confirmed is lost, and what each client sees."""
+    leader_conn = connect(t, 0)  # client-local: the leader is on the declaring node
+    ch = leader_conn.channel()
+    ch.queue_declare("kill", durable=True, arguments=QQ)
+    pub = connect(t, 1)
+    pch = pub.channel()
+    pch.confirm_delivery()
+    confirmed: list[str] = []
+    for i in range(50):
+        pch.basic_publish("", "kill", f"k{i}".encode())
+        confirmed.append(f"k{i}")
+    t.kill(0)
+    leader_side = "open"
+    try:
+        leader_conn.process_data_events(2)
+        leader_conn.process_data_events(2)
+    except (pex.AMQPConnectionError, pex.StreamLostError, ConnectionError):
+        leader_side = "lost"
+    errors: list[str] = []
+    for i in range(50, 100):
+        try:
+            pch.basic_publish("", "kill", f"k{i}".encode())
+            confirmed.append(f"k{i}")
+        except (pex.NackError, pex.UnroutableError) as e:
+            errors.append(type(e).__name__)
+    follower_side = "open" if pub.is_open else "closed"
+    got = {m["body"] for m in drain(pch, "kill", 1000)}
+    pub.close()
+    return {"leader's client": leader_side, "follower's client": follower_side,
+            "publish errors": errors, "confirmed lost": sorted(set(confirmed) - got),
+            "confirmed": len(confirmed)}
+
+
+PROBES: dict[str, Callable[[Target], Any]] = {
+    "declare_errors": declare_errors,
+    "requeue_positions": requeue_positions,
+    "delivery_limit_dead_letter": delivery_limit_dead_letter,
+    "ttl_and_expiry": ttl_and_expiry,
+    "length_limits": length_limits,
+    "single_active_consumer": single_active_consumer,
+    "basic_get": basic_get,
+    # last: it kills a node of each cluster
+    "leader_kill": leader_kill,
+}
