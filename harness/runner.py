@@ -39,7 +39,7 @@ from analysis.recorder import Recorder
 from harness import procs
 from harness.cluster import Cluster, NodeArgv, NodeStartError, warren_node_argv
 from harness.nemesis import Nemesis
-from harness.scenarios import Scenario
+from harness.scenarios import ROLES, Scenario
 from harness.workload import ClientConfig
 
 __all__ = ["EXIT_HARNESS", "Analyzer", "RunResult", "run_scenario"]
@@ -209,10 +209,11 @@ def _play(scenario: Scenario, nemesis: Nemesis, out: Console) -> None:
 
 
 def _drain(clients: list[Client], timeout_s: float) -> list[str]:
-    """Publishers drain first (their confirms), then consumers (the queues)."""
+    """Publishing roles drain first (their confirms; RPC clients their replies), then
+    consuming roles (the queues)."""
     problems = []
-    for role in ("publisher", "consumer"):
-        group = [c for c in clients if c.role == role]
+    for group_name in ("publish", "consume"):
+        group = [c for c in clients if ROLES[c.role] == group_name]
         for c in group:
             c.cfg.request_drain()
         deadline = time.monotonic() + timeout_s + 10
@@ -222,7 +223,7 @@ def _drain(clients: list[Client], timeout_s: float) -> list[str]:
             except subprocess.TimeoutExpired:
                 code = None
             if code != 0:
-                problems.append(f"{c.cfg.client} ({role}) ended with {code}; "
+                problems.append(f"{c.cfg.client} ({c.role}) ended with {code}; "
                                 f"see {c.cfg.run_dir}/clients/{c.cfg.client}.log")
     return problems
 

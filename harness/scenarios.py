@@ -19,7 +19,7 @@ from typing import Any
 
 from fifo.replica_trace import valid_digest_every
 
-__all__ = ["FAULTS", "SCENARIOS", "ClientSpec", "FaultSpec", "QueueSpec", "Scenario"]
+__all__ = ["FAULTS", "ROLES", "SCENARIOS", "ClientSpec", "FaultSpec", "QueueSpec", "Scenario"]
 
 #: fault name -> whether it has a duration (instant faults have `for_s` 0)
 FAULTS: dict[str, bool] = {
@@ -32,6 +32,9 @@ FAULTS: dict[str, bool] = {
 }
 TARGET_KINDS = ("leader", "follower", "node", "random", "all", "consumer-channel")
 STATUSES = ("pass", "fail", "unknown", "skipped")
+#: client roles, and the drain group each belongs to (publishing roles drain first)
+ROLES = {"publisher": "publish", "rpc_client": "publish", "consumer": "consume",
+         "rpc_server": "consume"}
 WORKLOADS = ("total_queue", "sac_fifo", "dlx", "perf")
 
 
@@ -83,7 +86,9 @@ class QueueSpec:
 class ClientSpec:
     """`count` identical workload client processes of one role on one queue."""
 
-    role: str  # publisher | consumer
+    #: publisher | consumer | rpc_client (requests with an exclusive reply queue per
+    #: connection) | rpc_server (consumes the requests, replies on their reply_to)
+    role: str
     queue: str
     count: int = 1
     #: publisher: messages per second per process (0: as fast as `max_in_flight` allows)
@@ -196,13 +201,13 @@ class Scenario:
                 errors.append(f"{q.name}: at-least-once dead lettering needs "
                               "overflow reject-publish")
         for c in self.clients:
-            if c.role not in ("publisher", "consumer"):
+            if c.role not in ROLES:
                 errors.append(f"unknown client role {c.role!r}")
             if c.queue not in names:
                 errors.append(f"{c.role} on undeclared queue {c.queue!r}")
             if c.count < 1 or c.prefetch < 0 or c.rate < 0:
                 errors.append(f"{c.role} on {c.queue}: count, prefetch and rate must be >= 0")
-        if not any(c.role == "consumer" for c in self.clients):
+        if not any(ROLES.get(c.role) == "consume" for c in self.clients):
             errors.append("no consumer: nothing drains the queues")
         for f in self.faults:
             errors.extend(self._fault_errors(f, names))
@@ -219,6 +224,10 @@ class Scenario:
             errors.append(f"{f.fault}: unknown target {f.target!r}")
         if f.target_kind in ("leader", "follower") and f.target_arg not in queues:
             errors.append(f"{f.fault}: target queue {f.target_arg!r} is not declared")
+        elif f.target_kind in ("leader", "follower") and \
+                self.queue(str(f.target_arg)).queue_type != "quorum":
+            errors.append(f"{f.fault}: {f.target_kind}:{f.target_arg} needs a quorum queue "
+                          "(a classic queue lives on the node that declared it: node:n1)")
         if f.target_kind == "node":
             known = {f"n{i + 1}" for i in range(self.nodes)}
             if f.target_arg not in known:
@@ -328,6 +337,18 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         faults=(FaultSpec("kill", 8, 3, "leader:q1"),),
         duration_s=20, workload="dlx",
         expect={**_SAFE, "dlx_at_least_once": "pass"},
+    ),
+    Scenario(
+        "classic-rpc",
+        "RPC over classic queues: clients publish persistent requests with confirms to "
+        "a durable classic work queue, each connection with an exclusive server-named "
+        "reply queue; servers reply and ack. n1, the work queue's home (queues are "
+        "declared there), is SIGKILLed for 4 s; its clients reconnect to other nodes.",
+        queues=(QueueSpec("work", queue_type="classic"),),
+        clients=(ClientSpec("rpc_client", "work", count=2, rate=20),
+                 ClientSpec("rpc_server", "work", count=2, prefetch=10)),
+        faults=(FaultSpec("kill", 6, 4, "node:n1"),),
+        duration_s=20, expect={"total_queue": "pass", "ordering_channel_fifo": "pass"},
     ),
     Scenario(
         "sac-fifo",

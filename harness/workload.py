@@ -33,7 +33,8 @@ from analysis.recorder import Recorder
 from analysis.sampler import Sampler
 from harness.scenarios import ClientSpec
 
-__all__ = ["ClientConfig", "Consumer", "Publisher", "main", "run_client"]
+__all__ = ["ClientConfig", "Consumer", "Publisher", "RpcClient", "RpcServer", "main",
+           "run_client"]
 
 ID_HEADER = "x-warren-id"
 PUB_HEADER = "x-warren-pub"
@@ -44,6 +45,8 @@ ID_STRIDE = 1 << 36
 TICK_S = 0.01
 RECONNECT_S = 0.5
 DRAIN_IDLE_S = 1.5
+#: an RPC client's drain waits this long after the last reply for the ones still due
+REPLY_IDLE_S = 3.0
 
 
 @dataclass
@@ -473,7 +476,168 @@ class Consumer(_Client):
             self.last_delivery = time.monotonic()
 
 
-ROLES: dict[str, type[_Client]] = {"publisher": Publisher, "consumer": Consumer}
+class RpcClient(Publisher):
+    """Requests over RPC: each connection declares an exclusive server-named reply queue
+    (`queue=''`), consumes it, and publishes persistent requests with confirms to the
+    work queue, `mandatory` and with `reply_to` naming it, as RPC clients (Celery's
+    rpc:// results, pika's RPC example) do. Replies are recorded as deliveries from
+    the reply queue and acked. A request the broker returns (no queue took it, as while
+    the work queue's home node is down) is recorded as `return`. When the connection
+    goes, so does its reply queue, with any reply still in it; the next connection
+    declares a new one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reply_queue: str | None = None
+        self.awaiting: set[int] = set()  # request ids without a reply yet
+        self.last_reply = time.monotonic()
+
+    def _setup(self, channel: Any) -> None:
+        self.reply_queue = None
+        self.awaiting.clear()
+        self.ready = False
+        channel.add_on_return_callback(self._on_return)
+        channel.queue_declare("", exclusive=True,
+                              callback=lambda frame: self._reply_queue(channel, frame))
+
+    def _reply_queue(self, channel: Any, frame: Any) -> None:
+        if channel is not self.channel or self.rec is None:
+            return
+        name = frame.method.queue
+        tag = f"{self.conn_id}-reply"
+        channel.basic_consume(name, self._on_reply, auto_ack=False, consumer_tag=tag,
+                              callback=lambda _f: self._replying(channel, name, tag))
+
+    def _replying(self, channel: Any, name: str, tag: str) -> None:
+        if channel is not self.channel or self.rec is None:
+            return
+        self.reply_queue = name
+        self.rec.consume_ok(name, tag)
+        super()._setup(channel)  # confirm mode, then ready
+
+    def _publish_one(self) -> None:
+        spec, rec = self.spec, self.rec
+        assert rec is not None and self.reply_queue is not None
+        msg_id = self.cfg.index * ID_STRIDE + self.sent
+        self.sent += 1
+        self.pub_seq += 1
+        headers: dict[str, Any] = {ID_HEADER: msg_id, PUB_HEADER: rec.pub_chan,
+                                   SEQ_HEADER: self.pub_seq}
+        body = message_body(msg_id, spec.body_size)
+        rec.publish(spec.queue, msg_id, self.pub_seq, body)
+        self.pending[self.pub_seq] = time.monotonic()
+        self.awaiting.add(msg_id)
+        props = pika.BasicProperties(delivery_mode=2, headers=headers,
+                                     reply_to=self.reply_queue, correlation_id=str(msg_id))
+        self.channel.basic_publish("", spec.queue, body, props, mandatory=True)
+
+    def _on_return(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
+        if channel is not self.channel or self.rec is None:
+            return
+        msg_id = msg_id_of(dict(props.headers or {}), body)
+        self.rec.returned(method.routing_key, msg_id, int(method.reply_code))
+        self.awaiting.discard(msg_id)
+
+    def _on_reply(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
+        rec = self.rec
+        if channel is not self.channel or rec is None:
+            return
+        headers = dict(props.headers or {})
+        seq, pub = headers.get(SEQ_HEADER), headers.get(PUB_HEADER)
+        tag = int(method.delivery_tag)
+        rec.deliver(self.reply_queue or "", method.consumer_tag, tag, msg_id_of(headers, body),
+                    body, bool(method.redelivered),
+                    pub_chan=pub.decode() if isinstance(pub, bytes) else pub,
+                    pub_seq=None if seq is None else int(seq))
+        channel.basic_ack(tag)
+        rec.ack(tag)
+        if props.correlation_id is not None:
+            self.awaiting.discard(int(props.correlation_id))
+        self.last_reply = time.monotonic()
+
+    def _start_drain(self) -> None:
+        super()._start_drain()
+        self.last_reply = time.monotonic()
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        if (self.draining and not self.pending and self.awaiting
+                and now - self.last_reply <= REPLY_IDLE_S and now <= self.drain_deadline):
+            return  # confirms are in: the replies still on their way, for a while
+        super()._step()
+
+    def _channel_gone(self, error: str | None) -> None:
+        super()._channel_gone(error)
+        self.reply_queue = None
+        self.awaiting.clear()  # the reply queue went with the connection
+
+
+class RpcServer(Consumer):
+    """Serves the work queue: each request is answered on its `reply_to` queue (a
+    transient reply, `mandatory`, with confirms on the consuming channel, recorded as
+    a publish of its own) and then acked. A reply the broker returns (its client's
+    reply queue is gone) is recorded as `return`. A channel the broker closes (the work
+    queue's home node is down: 404 on consume) is opened again after a pause."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.replies = 0
+        self.pub_seq = 0
+
+    def _setup(self, channel: Any) -> None:
+        self.pub_seq = 0
+        channel.add_on_return_callback(self._on_return)
+        channel.confirm_delivery(ack_nack_callback=self._on_confirm,
+                                 callback=lambda _frame: self._confirming(channel))
+
+    def _confirming(self, channel: Any) -> None:
+        if channel is self.channel:
+            super()._setup(channel)
+
+    def _on_confirm(self, frame: Any) -> None:
+        method, rec = frame.method, self.rec
+        if rec is None:
+            return
+        if isinstance(method, pika.spec.Basic.Ack):
+            rec.confirm(int(method.delivery_tag), bool(method.multiple))
+        else:
+            rec.pub_nack(int(method.delivery_tag), bool(method.multiple))
+
+    def _on_return(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
+        if channel is self.channel and self.rec is not None:
+            self.rec.returned(method.routing_key, msg_id_of(dict(props.headers or {}), body),
+                              int(method.reply_code))
+
+    def _on_message(self, channel: Any, method: Any, props: Any, body: bytes) -> None:
+        rec = self.rec
+        if channel is self.channel and rec is not None and props.reply_to:
+            reply_id = self.cfg.index * ID_STRIDE + self.replies
+            self.replies += 1
+            self.pub_seq += 1
+            reply = message_body(reply_id, self.spec.body_size)
+            # the order header counts every reply of the process: a channel reopened under
+            # the same number restarts its confirm numbers, not the order it publishes in
+            headers = {ID_HEADER: reply_id, PUB_HEADER: rec.pub_chan, SEQ_HEADER: self.replies}
+            rec.publish(props.reply_to, reply_id, self.pub_seq, reply)
+            channel.basic_publish("", props.reply_to, reply, pika.BasicProperties(
+                headers=headers, correlation_id=props.correlation_id), mandatory=True)
+        super()._on_message(channel, method, props, body)
+
+    def _on_channel_closed(self, channel: Any, reason: Any) -> None:
+        if channel is not self.channel:
+            return
+        self._channel_gone(_reason(reason))
+        self.ioloop.call_later(RECONNECT_S, self._reopen)
+
+    def _reopen(self) -> None:
+        conn = self.conn
+        if (conn is not None and conn.is_open and not self.stopping and self.channel is None
+                and self.drained_ok is None):
+            conn.channel(on_open_callback=self._on_channel_open)
+
+
+ROLES: dict[str, type[_Client]] = {"publisher": Publisher, "consumer": Consumer,
+                                   "rpc_client": RpcClient, "rpc_server": RpcServer}
 
 
 def run_client(cfg: ClientConfig, recorder: Recorder | None = None) -> bool | None:

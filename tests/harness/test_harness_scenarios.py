@@ -25,7 +25,17 @@ def test_every_shipped_scenario_validates(name: str) -> None:
 def test_the_required_scenarios_exist() -> None:
     assert set(SCENARIOS) == {"leader-failover", "consumer-crash", "partition-minority",
                               "partition-leader", "flow-overload", "poison-message",
-                              "sac-fifo"}
+                              "sac-fifo", "classic-rpc"}
+
+
+def test_classic_rpc_kills_the_home_node_of_a_durable_classic_work_queue() -> None:
+    s = SCENARIOS["classic-rpc"]
+    (work,) = s.queues
+    assert (work.name, work.queue_type, work.arguments()) == ("work", "classic", {})
+    assert {c.role for c in s.clients} == {"rpc_client", "rpc_server"}
+    # the runner declares every queue on the first node: n1 is the work queue's home
+    assert [(f.fault, f.target) for f in s.faults] == [("kill", "node:n1")]
+    assert s.expect["total_queue"] == "pass"
 
 
 @pytest.mark.parametrize(("changes", "error"), [
@@ -39,6 +49,11 @@ def test_the_required_scenarios_exist() -> None:
     ({"faults": (FaultSpec("partition", 1, 1, "follower:q1"),), "nodes": 2},
      "partition: needs three nodes or more"),
     ({"clients": (ClientSpec("publisher", "q1"),)}, "no consumer"),
+    ({"clients": (ClientSpec("rpc_client", "q1"),)}, "no consumer"),
+    ({"clients": (ClientSpec("rpc_client", "q1"), ClientSpec("servant", "q1"))},
+     "unknown client role 'servant'"),
+    ({"queues": (QueueSpec("q1", queue_type="classic"),),
+      "faults": (FaultSpec("kill", 1, 2, "leader:q1"),)}, "leader:q1 needs a quorum queue"),
     ({"clients": (ClientSpec("consumer", "q2"),)}, "consumer on undeclared queue 'q2'"),
     ({"queues": (QueueSpec("q1", dlx_target="gone"),)}, "dead-letter target 'gone'"),
     ({"queues": (QueueSpec("q1", dlx_target="q1", dlx_strategy="at-least-once"),)},
