@@ -27,6 +27,8 @@ EX_USAGE = 64
 EX_DATAERR = 65
 EX_UNAVAILABLE = 69
 EX_SOFTWARE = 70
+#: seconds a command waits for the node's answer unless `--timeout` says otherwise
+DEFAULT_TIMEOUT = 30.0
 
 
 def _q(args: argparse.Namespace) -> tuple[Any, ...]:
@@ -147,7 +149,8 @@ def add_parser(sub: Any) -> None:
     ctl.add_argument("--node", "-n", required=True, help="target node name@host:port")
     ctl.add_argument("--vhost", "-p", default="/")
     ctl.add_argument("--formatter", choices=("table", "json"), default="table")
-    ctl.add_argument("--timeout", "-t", type=float, default=30.0, help="seconds")
+    ctl.add_argument("--timeout", "-t", type=float, default=None,
+                     help="seconds (default 30; 300 for wait and await_startup)")
     ctl.add_argument("--cookie", default=None, help="default: WARREN_COOKIE or ~/.warren.cookie")
     cmds = ctl.add_subparsers(dest="ctl_command", required=True)
     _add_queue_parsers(cmds)
@@ -291,17 +294,20 @@ def run(args: argparse.Namespace) -> int:
     from transports.zmq import ZmqTransport
     from transports.zmq_node import free_port
 
+    waiting = ctl_wait.COMMANDS.get(args.ctl_command)
+    args.timeout = ctl_wait.command_timeout(args.ctl_command, args.timeout, DEFAULT_TIMEOUT)
     bad_name = node_name_error(args.node)
     if bad_name is not None:
         print(f"Error: {bad_name}", file=sys.stderr)
         return EX_USAGE
     name = f"warren_ctl_{os.getpid()}@127.0.0.1:{free_port()}"
-    transport = ZmqTransport(tick=TickConfig(net_ticktime=max(2.0, args.timeout)),
+    # a long wait for a node to boot is no reason to notice a lost one late
+    ticktime = max(2.0, DEFAULT_TIMEOUT if waiting is not None else args.timeout)
+    transport = ZmqTransport(tick=TickConfig(net_ticktime=ticktime),
                              cookie=args.cookie)
     node = Node(name, transport=transport).start()
     try:
         with node.attached():
-            waiting = ctl_wait.COMMANDS.get(args.ctl_command)
             if waiting is not None:
                 return waiting(args, lambda: _unreachable(args.node))
             if ping(args.node, int(min(args.timeout, 5) * 1000)) != "pong":

@@ -7,7 +7,8 @@ a node that does not answer at all is unreachable at once (69), as
 `rabbit:await_startup` over rpc is. `wait --pid` is for the moment right after the
 node's OS process was started, when not even its distribution port is open: it
 polls the node while that OS process lives, then waits as `await_startup` does. Both
-give up after `--timeout` seconds with rabbitmqctl's text and `EX_TEMPFAIL` (75); an
+give up after `--timeout` seconds (300 unless given, rabbitmqctl's default for
+`await_startup`) with rabbitmqctl's text and `EX_TEMPFAIL` (75); an
 OS process that is gone is `process_not_running` (69), as rabbitmqctl 3.10.8 says it.
 
 The polling rule (`poll`) is pure: the clock and the sleep are passed in.
@@ -22,11 +23,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["COMMANDS", "EX_TEMPFAIL", "add_parsers", "poll", "process_alive"]
+__all__ = [
+    "COMMANDS", "DEFAULT_TIMEOUT", "EX_TEMPFAIL", "add_parsers", "command_timeout", "poll",
+    "process_alive",
+]
 
 EX_UNAVAILABLE = 69
 #: rabbitmqctl's status for an operation that timed out
 EX_TEMPFAIL = 75
+#: seconds `wait` and `await_startup` wait unless `--timeout` says otherwise
+#: (rabbitmqctl's default for `await_startup`)
+DEFAULT_TIMEOUT = 300.0
 #: seconds between two looks at a node that is not up yet
 INTERVAL = 0.2
 #: rabbitmqctl's name for what it waits for, kept in the progress lines
@@ -46,6 +53,14 @@ def poll(check: Callable[[], Any], timeout: float, clock: Callable[[], float],
         if left <= 0:
             return None
         sleep(min(interval, left))
+
+
+def command_timeout(command: str, given: float | None, default: float) -> float:
+    """The seconds `command` waits: `--timeout` when given, else 300 for the waiting
+    commands (a cluster's first boot may take a while) and `default` for the others."""
+    if given is not None:
+        return given
+    return DEFAULT_TIMEOUT if command in COMMANDS else default
 
 
 def process_alive(pid: int) -> bool:
@@ -74,20 +89,32 @@ def _timed_out(operation: str, node: str, timeout: float) -> int:
     return EX_TEMPFAIL
 
 
-def _await_booted(args: argparse.Namespace, operation: str, deadline: float) -> int:
-    """Ask the node until its broker has booted or `deadline` (monotonic) passes."""
+def _await_booted(args: argparse.Namespace, operation: str, deadline: float,
+                  alive: Callable[[], bool] = lambda: True) -> int:
+    """Ask the node until its broker has booted or `deadline` (monotonic) passes;
+    `process_not_running` as soon as `alive()` is false."""
     import gevent
 
     from ra import system as ra_system
 
-    def booted() -> bool | None:
+    def booted() -> str | None:
+        if not alive():
+            return "process_not_running"
         left = deadline - time.monotonic()
         answer = ra_system.rpc(args.node, _booted, timeout=max(1, int(min(left, 2) * 1000)))
-        return True if answer is True else None
+        return "ok" if answer is True else None
 
-    if poll(booted, deadline - time.monotonic(), time.monotonic, gevent.sleep) is None:
+    found = poll(booted, deadline - time.monotonic(), time.monotonic, gevent.sleep)
+    if found is None:
         return _timed_out(operation, args.node, args.timeout)
+    if found == "process_not_running":
+        return _not_running()
     return 0
+
+
+def _not_running() -> int:
+    print("Error:\nprocess_not_running", file=sys.stderr)
+    return EX_UNAVAILABLE
 
 
 def await_startup(args: argparse.Namespace, unreachable: Callable[[], int]) -> int:
@@ -121,10 +148,9 @@ def wait(args: argparse.Namespace, unreachable: Callable[[], int]) -> int:
     if found is None:
         return _timed_out("wait", args.node, args.timeout)
     if found == "process_not_running":
-        print("Error:\nprocess_not_running", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return _not_running()
     print(f"Waiting for applications '{APPS}' to start on node '{args.node}'", flush=True)
-    status = _await_booted(args, "wait", deadline)
+    status = _await_booted(args, "wait", deadline, lambda: process_alive(args.pid))
     if status == 0:
         print(f"Applications '{APPS}' are running on node '{args.node}'")
     return status

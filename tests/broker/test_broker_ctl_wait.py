@@ -13,10 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from broker.ctl_wait import poll
+from broker.ctl_wait import command_timeout, poll
 from tests.broker.broker_support import (
+    ROOT,
     BrokerProc,
     ctl,
+    env,
     launch,
     plan,
     stop_all,
@@ -90,6 +92,33 @@ def test_await_startup_on_a_bare_node_times_out_as_it_never_boots_a_broker(
         stop_all([node])
 
 
+def test_wait_on_a_node_whose_process_dies_before_it_boots_is_process_not_running(
+        tmp_path: Path) -> None:
+    node = BrokerProc(f"n@127.0.0.1:{free_port()}", 0, tmp_path / "n")
+    try:
+        launch(node, ["--name", node.name, "--bare"])  # answers, never boots a broker
+        assert node.proc is not None
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "warren_cli", "ctl", "--node", node.name, "--timeout", "120",
+             "wait", "--pid", str(node.proc.pid)],
+            cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert waiting.stdout is not None
+            for line in waiting.stdout:  # the node answers: now it waits for the boot
+                if line.startswith("Waiting for applications"):
+                    break
+            node.proc.kill()
+            node.proc.wait()  # reaped, as a shell reaps its background job
+            out, err = waiting.communicate(timeout=60)
+        finally:
+            if waiting.poll() is None:
+                waiting.kill()
+                waiting.communicate()
+        assert (waiting.returncode, err) == (69, "Error:\nprocess_not_running\n")
+    finally:
+        stop_all([node])
+
+
 def test_wait_needs_the_pid_of_the_node_process() -> None:
     out = ctl(f"n@127.0.0.1:{free_port()}", "wait")
     assert out.returncode == 64
@@ -127,3 +156,10 @@ def test_poll_looks_at_least_once_even_with_no_time_left() -> None:
     clock = FakeClock()
     assert poll(lambda: "up", 0, clock, clock.sleep) == "up"
     assert clock.slept == []
+
+
+def test_the_waiting_commands_wait_300_seconds_unless_told_and_the_others_30() -> None:
+    assert command_timeout("wait", None, 30.0) == 300.0
+    assert command_timeout("await_startup", None, 30.0) == 300.0
+    assert command_timeout("list_queues", None, 30.0) == 30.0
+    assert command_timeout("wait", 5.0, 30.0) == 5.0
