@@ -94,13 +94,15 @@ class Queue:
         return ("q1", node)
 
 
-def declare(nodes: list[str], config: dict[str, Any]) -> Any:
-    return start_queue("default", "q1", QNAME, nodes, config, server_config=SERVER_CONFIG)
+def declare(nodes: list[str], config: dict[str, Any], machine_version: int) -> Any:
+    return start_queue("default", "q1", QNAME, nodes, config, server_config=SERVER_CONFIG,
+                       machine_version=machine_version)
 
 
-@pytest.fixture
-def queue() -> Iterator[Queue]:
-    """Queue ``q1`` on A, B, C with B leading; the test runs as a process on A."""
+@pytest.fixture(params=[7, 8], ids=["machine7", "machine8"])
+def queue(request: pytest.FixtureRequest) -> Iterator[Queue]:
+    """Queue ``q1`` on A, B, C with B leading, on machine 7 and on machine 8 (whose
+    deliveries carry packed references); the test runs as a process on A."""
     record = Record()
     previous = trace.set_sink(record.sink)
     views = replica_trace.record_views(True)
@@ -110,7 +112,7 @@ def queue() -> Iterator[Queue]:
         with a.attached():
             names = [a.name, b.name, c.name]
             # declared from B, so B's member stands for election first
-            res = ra_system.rpc(b.name, declare, names, {"delivery_limit": 20})
+            res = ra_system.rpc(b.name, declare, names, {"delivery_limit": 20}, request.param)
             assert res[0] == "ok", res
             assert api.members(res[1])[2] == ("q1", b.name)
             yield Queue(cluster, record, res[1])
