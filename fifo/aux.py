@@ -164,11 +164,13 @@ def handle_aux(ra_state: str, kind: Any, cmd: Any, aux: AuxState, ra_aux: Any,
     s: RabbitFifoState = ra_aux.machine_state()
     match cmd:
         case "eval":
-            aux.last_checkpoint, effects = do_checkpoints(now, aux.last_checkpoint, ra_aux,
-                                                          aux.bytes_in, False)
+            rules = rules_of_state(s)
+            effects: list[Any] = []
+            if not rules.v2_commands:  # machine 2 stores release cursors instead
+                aux.last_checkpoint, effects = do_checkpoints(now, aux.last_checkpoint, ra_aux,
+                                                              aux.bytes_in, False)
             if ra_state != "leader":
                 return ("no_reply", aux, ra_aux, effects)
-            rules = rules_of_state(s)
             if rules.consumer_timeout_in_machine:
                 effects[:0] = _v8_timers(now, aux, s)
             else:
@@ -185,6 +187,8 @@ def handle_aux(ra_state: str, kind: Any, cmd: Any, aux: AuxState, ra_aux: Any,
             return ("no_reply", aux, ra_aux, [])
         case ("return", key, msg_ids) as ret, corr, pid:
             return ("no_reply", aux, ra_aux, _aux_return(s, ret, key, msg_ids, corr, pid, ra_aux))
+        case "tick" if rules_of_state(s).v2_commands:
+            return ("no_reply", aux, ra_aux, [])
         case "tick":
             smallest = smallest_raft_index(s)
             idx = ra_aux.last_applied() if smallest is None else smallest - 1

@@ -114,7 +114,8 @@ def enqueue(qname: Any, correlation: Any, msg: Any, state: ClientState,
         if s.queue_status != "go":
             raise ClientExit(("unexpected_queue_status", s.queue_status))
         was_slow = s.slow
-        cmd = make_enqueue(s.cfg.self_pid, s.next_enqueue_seq, msg)
+        cmd = make_enqueue(s.cfg.self_pid, s.next_enqueue_seq, msg,
+                           compact=s.cfg.machine_version > 2)
         fx.append(PipelineCommand("pipeline_command", pick_server(s), cmd, s.next_seq, "low"))
         s.slow = len(s.pending) >= s.cfg.soft_limit
         s.pending[s.next_seq] = (correlation, cmd)
@@ -216,10 +217,21 @@ def checkout(tag: Any, credit_mode: tuple[str, int], meta: Mapping[str, Any],
         spec: Any = ("auto", credit_mode)
         if tuple(credit_mode) == ("simple_prefetch", 0):
             spec = ("auto", ("simple_prefetch", UNLIMITED_PREFETCH_COUNT))
+        if s.cfg.machine_version <= 2:
+            spec = _v2_checkout_spec(spec[1])
         cmd = make_checkout(consumer_id(tag, s), spec, meta)
         reply = calls.call(ProcessCommand("process_command", sorted_servers(s), cmd,
                                           s.cfg.timeout), fx)
         match reply:
+            case ("ok", "ok", leader):
+                # machine 2 replies a bare ok: the key is the consumer id and the
+                # first message id the session expects is 0 (`last_msg_id = -1`)
+                ack = meta.get("ack", True)
+                old = s.consumers.get(tag)
+                last = -1 if old is None else old.last_msg_id
+                s.consumers[tag] = ClientConsumer(consumer_id(tag, s), last, ack)
+                s.leader = leader
+                return Out("ok", s, [], fx, {})
             case ("ok", ("ok", info), leader):
                 ack = meta.get("ack", True)
                 old = s.consumers.get(tag)
@@ -236,6 +248,13 @@ def checkout(tag: Any, credit_mode: tuple[str, int], meta: Mapping[str, Any],
     return run(op, state, replies)
 
 
+def _v2_checkout_spec(mode: tuple[str, int]) -> tuple[str, int, str]:
+    """3.10's spec ``{auto, N, simple_prefetch | credited}`` (credited starts at 0)."""
+    if mode[0] == "credited":
+        return ("auto", 0, "credited")
+    return ("auto", mode[1], "simple_prefetch")
+
+
 def cancel_checkout(tag: Any, reason: str, state: ClientState,
                     replies: Sequence[Any] = ()) -> Out:
     """Detach a consumer (`reason` ``cancel`` or ``remove``) after flushing its stash."""
@@ -247,7 +266,9 @@ def cancel_checkout(tag: Any, reason: str, state: ClientState,
         servers = sorted_servers(s)
         send_pending(c.key, s, fx)
         del s.consumers[tag]
-        cmd = make_checkout(consumer_id(tag, s), reason, {})
+        # 3.10 knows only cancel: what the consumer holds stays with it until settled
+        cmd = make_checkout(consumer_id(tag, s),
+                            "cancel" if s.cfg.machine_version <= 2 else reason, {})
         reply = calls.call(ProcessCommand("process_command", servers, cmd, s.cfg.timeout), fx)
         match reply:
             case ("ok", _, leader):

@@ -137,9 +137,10 @@ class GarbageCollection(NamedTuple):
     name: str
 
 
-def make_enqueue(pid: Any, seq: int | None, msg: Any) -> Enqueue | E:
-    """Tracked enqueues use the compact ``e`` record, as v4+ clients do."""
-    if pid is not None and isinstance(seq, int):
+def make_enqueue(pid: Any, seq: int | None, msg: Any, compact: bool = True) -> Enqueue | E:
+    """Tracked enqueues use the compact ``e`` record, as v4+ clients do (not
+    `compact`: the ``enqueue`` record, as a 3.10 client sends to machine 2)."""
+    if compact and pid is not None and isinstance(seq, int):
         return E("e", seq, msg, mc.message_size(msg))
     return Enqueue("enqueue", pid, seq, msg)
 

@@ -19,7 +19,15 @@ from fifo.effects import (
     send_msg,
     update_consumer_handler,
 )
-from fifo.msg import Msg, get_header, incr_msg, msg_header, msg_idx, msg_size
+from fifo.msg import (
+    Msg,
+    get_header,
+    incr_delivery_count,
+    incr_msg,
+    msg_header,
+    msg_idx,
+    msg_size,
+)
 from fifo.records import (
     Consumer,
     ConsumerCfg,
@@ -111,8 +119,10 @@ def credit_api_v2(cfg: ConsumerCfg) -> bool:
 def increase_credit(c: Consumer, n: int) -> int:
     """Credit given back by completions; ``once`` and credited consumers get none."""
     cfg = c.cfg
-    if cfg.lifetime == "once" or not isinstance(cfg.credit_mode, tuple):
+    if cfg.lifetime == "once" or cfg.credit_mode == "credited":
         return c.credit
+    if not isinstance(cfg.credit_mode, tuple):  # v2's bare simple_prefetch: uncapped
+        return c.credit + n
     mode, value = cfg.credit_mode
     if mode == "credited":
         return c.credit
@@ -340,7 +350,10 @@ def return_one(meta: Meta, msg_id: int, msg0: Msg, delivery_failed: bool,
     """
     rules = rules_of(meta)
     c = s.consumers[key]
-    msg = incr_msg(msg0, delivery_failed, anns)
+    if rules.every_return_counts:
+        msg = incr_delivery_count(msg0)
+    else:
+        msg = incr_msg(msg0, delivery_failed, anns)
     header = msg_header(msg)
     limit = s.cfg.delivery_limit
     count = get_header(rules.delivery_limit_counter, header)
@@ -351,7 +364,8 @@ def return_one(meta: Meta, msg_id: int, msg0: Msg, delivery_failed: bool,
         return
     del c.checked_out[msg_id]
     c.lock_expirations.pop(msg_id, None)
-    c.credit = increase_credit(c, 1)
+    if not rules.every_return_counts:
+        c.credit = increase_credit(c, 1)
     s.consumers[key] = c
     delay = should_delay(delivery_failed, s.cfg.delayed_retry, meta["system_time"], header,
                          anns) if rules.delayed_retry else None

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from fifo import consumer_timeout, disconnect, dlx, mc
+from fifo import consumer_timeout, disconnect, dlx, mc, v2_commands
 from fifo import queries as q
+from fifo import v2_release_cursors as v2_cursors
 from fifo.aux import AuxState, handle_aux, init_aux
 from fifo.commands import get_msg, make_settle
 from fifo.consumers import (
@@ -97,7 +98,7 @@ MACHINE_VERSION = 7
 SUPPORTED_VERSIONS = (4, 5, 6, 7)
 #: versions the machine runs whose behaviour is not complete yet: usable by a
 #: machine built with them explicitly, never offered as a RabbitMQ release
-PARTIAL_VERSIONS = (8,)
+PARTIAL_VERSIONS = (2, 8)
 RUNNABLE_VERSIONS = SUPPORTED_VERSIONS + PARTIAL_VERSIONS
 #: aux commands whose handling reads the clock (`fifo.aux.handle_aux`)
 _TIMED_AUX = ("eval", "force_checkpoint")
@@ -205,6 +206,8 @@ class RabbitFifo:
         s = RabbitFifoState(cfg=Cfg(name=config["name"], resource=config["queue_resource"]),
                             messages=self.rules.new_messages())
         _apply_config(config, s, self.rules)
+        if self.rules.v2_commands:
+            v2_cursors.configure(config, s)
         return s
 
     def overview(self, s: RabbitFifoState) -> dict[str, Any]:
@@ -249,6 +252,8 @@ class RabbitFifo:
         return self.clock() if self.clock is not None else 0
 
     def tick(self, ts: int, s: RabbitFifoState) -> list[Any]:
+        if self.rules.v2_commands:
+            return v2_commands.tick(ts, s)
         qname = s.cfg.resource
         if q.is_expired(ts, s):
             return [mod_call("rabbit_quorum_queue", "spawn_deleter", [qname])]
@@ -256,6 +261,8 @@ class RabbitFifo:
 
     def state_enter(self, ra_state: str, s: RabbitFifoState) -> list[Any]:
         dlx_effects = dlx.state_enter(ra_state, s.cfg.dead_letter_handler, s.dlx)
+        if self.rules.v2_commands:
+            return v2_commands.state_enter(ra_state, s, expiry_timer_on_election(s), dlx_effects)
         if ra_state == "leader":
             return self._enter_leader(s, dlx_effects)
         if ra_state == "eol":
@@ -301,6 +308,15 @@ class RabbitFifo:
         if rules_of(meta).records_command_time:
             s.last_command_time = meta["system_time"]
         before = limit_view(s)
+        if rules_of(meta).v2_commands:
+            result = v2_commands.apply(self, meta, cmd, s, before)
+            if result is not None:
+                return result
+        return self.apply_common(meta, cmd, s, before)
+
+    def apply_common(self, meta: Meta, cmd: Any, s: RabbitFifoState,
+                     before: LimitView) -> Result:
+        """The commands every version applies alike (machine 2 hands some here)."""
         match cmd:
             case ("enqueue", pid, seq, raw):
                 size = _normalise_size(mc.message_size(raw))
@@ -410,7 +426,7 @@ class RabbitFifo:
                 _apply_config(conf, s, rules_of(meta))
                 return checkout(meta, before, s, effects)
             case ("machine_version", from_v, to_v):
-                if from_v not in RUNNABLE_VERSIONS:
+                if from_v not in RUNNABLE_VERSIONS or (from_v <= 2 < to_v):
                     raise NotImplementedError(
                         f"converting a machine version {from_v} state is not supported")
                 if from_v <= 7 < to_v:

@@ -31,6 +31,7 @@ __all__ = [
     "Header",
     "Msg",
     "get_header",
+    "incr_delivery_count",
     "incr_msg",
     "is_packed",
     "make_msg",
@@ -124,6 +125,13 @@ def update_header(
 
 def _incr(n: int) -> int:
     return n + 1
+
+
+def incr_delivery_count(msg: Msg) -> Msg:
+    """Machine 2's give-back: ``delivery_count + 1`` whatever the reason (3.10 has no
+    ``acquired_count``; a requeue counts like a failed delivery)."""
+    idx, header = unpack(msg)
+    return make_msg(idx, update_header("delivery_count", _incr, 1, header))
 
 
 def incr_msg(msg: Msg, delivery_failed: bool, anns: Mapping[str, Any]) -> Msg:

@@ -83,6 +83,17 @@ class _QuorumQueue:
     def handle_tick(self, *args: Any) -> None:
         _record("fifo_queue_hook", "handle_tick", args)
 
+    # 3.10's file-handle reservations (the log's open segments); warren's
+    # processes have no file-handle budget, so they are only recorded
+    def file_handle_leader_reservation(self, *args: Any) -> None:
+        _record("fifo_queue_hook", "file_handle_leader_reservation", args)
+
+    def file_handle_other_reservation(self, *args: Any) -> None:
+        _record("fifo_queue_hook", "file_handle_other_reservation", args)
+
+    def file_handle_release_reservation(self, *args: Any) -> None:
+        _record("fifo_queue_hook", "file_handle_release_reservation", args)
+
     def spawn_deleter(self, queue_resource: Any) -> None:
         _record("fifo_queue_hook", "spawn_deleter", (queue_resource,))
         deleter = _DELETERS.get(actors.node())

@@ -181,6 +181,11 @@ class RabbitFifoState:
     last_command_time: int = 0
     #: v8: returned messages waiting for their retry time
     delayed: Delayed = field(default_factory=Delayed)
+    #: v2: stored ``(release_cursor, Idx, DehydratedState)`` effects, oldest first
+    #: (None in every later version, which snapshot by checkpoints instead)
+    release_cursors: deque[Any] | None = None
+    #: v2: ``{Base, Current}`` enqueues between stored release cursors
+    release_cursor_interval: tuple[int, int] = (2048, 2048)
 
 
 def is_suspected(status: ConsumerStatus) -> bool:
@@ -210,6 +215,8 @@ def copy_state(s: RabbitFifoState) -> RabbitFifoState:
         next_consumer_timeout=s.next_consumer_timeout,
         last_command_time=s.last_command_time,
         delayed=s.delayed.copy(),
+        release_cursors=None if s.release_cursors is None else s.release_cursors.copy(),
+        release_cursor_interval=s.release_cursor_interval,
     )
 
 

@@ -67,7 +67,9 @@ class Driver:
         return res[1], (res[2] if len(res) == 3 else [])
 
     def enqueue(self, p: Any, seq: int, msg: Any, **kw: Any) -> tuple[Any, list[Any]]:
-        return self.apply(make_enqueue(p, seq, msg), reply_mode=("notify", seq, p), **kw)
+        # machine 2's clients send the ``enqueue`` record, later ones the compact ``e``
+        cmd = make_enqueue(p, seq, msg, compact=self.machine.machine_version > 2)
+        return self.apply(cmd, reply_mode=("notify", seq, p), **kw)
 
     def read(self, effect: Any, on_node: str | None = None) -> list[Any]:
         """Run a ``log``/``log_ext`` effect's callback as Ra would."""
