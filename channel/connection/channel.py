@@ -506,12 +506,15 @@ class ChannelProcess:
             tag = "amq.ctag-" + secrets.token_urlsafe(16)
         spec = ConsumeSpec(tag, not m.no_ack, self.consumer_prefetch, m.exclusive,
                            dict(m.arguments or {}), self.global_prefetch > 0)
-        # every refusal comes before consume-ok (rabbit_amqqueue:basic_consume)
+        # every refusal comes before consume-ok (rabbit_amqqueue:basic_consume), the
+        # queue's own too: a queue sends consume-ok once it has taken the consumer, and
+        # its deliveries reach this process after this handler, so after consume-ok
         self.session.validate_consume(queue, spec)
+        actions = self.session.consume(queue, spec)
         if not m.nowait:
             self.write(Out.of(C.Basic.ConsumeOk, consumer_tag=tag))
         self.consumers[tag] = (queue, spec)
-        self.handle_actions(self.session.consume(queue, spec))
+        self.handle_actions(actions)
 
     def basic_cancel(self, m: Any, _c: Content | None) -> None:
         tag = m.consumer_tag

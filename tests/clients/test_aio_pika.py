@@ -211,3 +211,27 @@ def test_an_exclusive_queue_is_locked_to_its_connection_and_goes_with_it(
             with pytest.raises(aio_pika.exceptions.ChannelNotFoundEntity):
                 await (await other.channel()).declare_queue(queue.name, passive=True)
     run(main)
+
+
+def test_a_consume_the_queue_refuses_fails_at_the_consume(
+        nodes: list[BrokerProc], name: str) -> None:
+    """The queue refuses a second consumer beside an exclusive one with 403, and the
+    client learns it from its consume: no consume-ok comes before the channel's
+    close, as RabbitMQ's queue process sends consume-ok only once it took the
+    consumer."""
+    async def main() -> None:
+        async with await aio_pika.connect(url(nodes[0])) as conn:
+            first = await conn.channel()
+            queue = await first.declare_queue(name, exclusive=True)
+            await queue.consume(print_message, exclusive=True)
+            second = await conn.channel()
+            again = await second.declare_queue(name, exclusive=True)
+            with pytest.raises(aiormq.exceptions.ChannelAccessRefused) as info:
+                await again.consume(print_message, exclusive=True)
+            assert f"ACCESS_REFUSED - queue '{name}' in vhost '/' in exclusive use" in str(
+                info.value.args)
+    run(main)
+
+
+async def print_message(message: AbstractIncomingMessage) -> None:
+    print(message.body)

@@ -9,7 +9,6 @@ queues going with their connection.
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -38,7 +37,7 @@ def drain_until(conn: Connection, done: Any) -> None:
     def step() -> bool:
         try:
             conn.drain_events(timeout=0.05)
-        except socket.timeout:
+        except TimeoutError:
             pass
         return bool(done())
     assert eventually(step, timeout=15)
@@ -82,7 +81,7 @@ def test_rpc_over_an_exclusive_server_named_reply_queue(
             for conn in conns:
                 try:
                     conn.drain_events(timeout=0.05)
-                except socket.timeout:
+                except TimeoutError:
                     pass
             return bool(replies)
         assert eventually(answered, timeout=15)
