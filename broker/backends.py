@@ -33,7 +33,8 @@ def quorum(broker: BrokerNode) -> Any:
     from channel.queue_types.quorum.quorum_queue import QuorumBackend
 
     classic = ClassicBackend(broker.node, on_deleted=broker.topology.remove_queue,
-                             directory=broker.classic_directory)
+                             directory=broker.classic_directory,
+                             home_down_retries=broker.release.classic_home_down_retries)
     classic.set_dead_letter(ClassicDeadLetter(broker.topology, classic, broker.registry))
     backend = QuorumBackend(broker.node, broker.registry, classic=classic,
                             default_queue_type=broker.config.default_queue_type,

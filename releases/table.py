@@ -118,6 +118,15 @@ class Release:
     """Whether a persistent message in a durable classic queue is confirmed only after
     its message store synced it (3.10's store and queue index), or once the store
     has handed it to the operating system (4.x)."""
+    classic_home_down_retries: int = 2000
+    """What an operation on a durable classic queue meets when the queue's home node
+    is down. 4.x keeps the queue's record live on the other nodes, so
+    `rabbit_amqqueue:with/3` tries the operation again this many times, 30 ms
+    apart, before `404 NOT_FOUND - failed to perform operation on queue 'q' in
+    vhost 'v' due to timeout`, and publishes still route to the queue and are
+    nacked. 0 (3.10, whose `on_node_down` drops the record from its live table):
+    the queue is absent at once, `404 NOT_FOUND - home node 'N' of durable queue
+    'q' in vhost 'v' is down or inaccessible`, and publishes do not route to it."""
 
     def permits(self, feature: str) -> bool:
         """Whether a deprecated feature is permitted when the node's config is silent."""
@@ -160,7 +169,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         default_max_message_size=134_217_728, frame_min_size=4096,
         content_header_size_check=False,
         deprecated_features=MappingProxyType({}), quorum_queue_arguments=_QQ_ARGUMENTS,
-        classic_confirm_after_fsync=True),
+        classic_confirm_after_fsync=True, classic_home_down_retries=0),
     "4.0": Release(
         series="4.0",
         server=ServerIdentity("RabbitMQ", "4.0.5", _OTP_27,

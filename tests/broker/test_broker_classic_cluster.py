@@ -3,13 +3,15 @@
 A classic queue runs on its home node, but its record is the cluster's: a
 channel on another node declares it (ok, 405, 406 as RabbitMQ answers),
 publishes to it, gets and consumes from it over the node links. When the home
-node goes down, its transient and exclusive queues are gone, and a durable one
-answers 404 "home node ... is down or inaccessible" until it is deleted.
+node goes down, its transient and exclusive queues are gone, consumers on other
+nodes are cancelled, and a durable queue is waited for as RabbitMQ 4.x waits
+(then 404 "... due to timeout") until its node returns or it is deleted.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,35 +153,85 @@ def test_bindings_made_on_one_node_route_publishes_from_another(
     on_b.queue_delete("after-bind")
 
 
-def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_answer_404(
+def _refused_on_own_connection(node: BrokerProc, fn: Any, out: dict[str, Any],
+                               key: str) -> None:
+    """`closed_by_broker(fn(channel))` on a fresh connection, for a worker thread."""
+    conn = connect(node)
+    try:
+        out[key] = closed_by_broker(lambda: fn(conn.channel()))
+    except BaseException as exc:  # reported by the test, not lost in the thread
+        out[key] = exc
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_time_out(
         tmp_path: Path) -> None:
+    """As RabbitMQ 4.x answers (the nodes model 4.2): a consumer on another node is
+    cancelled at once, its earlier deliveries may still be acked; a publish routed to
+    the queue is nacked; declare and get are tried again while the node stays down,
+    then 404 "... due to timeout"; delete removes the record at once."""
     with running_cluster(tmp_path, count=3) as (a, b, c):
         home = connect(c)
         ch = home.channel()
         ch.queue_declare("keep", durable=True, arguments=CLASSIC)
         ch.queue_declare("lose", durable=False, arguments=CLASSIC)
         ch.queue_declare("owned", exclusive=True)
+        for i in range(3):
+            ch.basic_publish("", "keep", f"m{i}".encode(), pika.BasicProperties(delivery_mode=2))
         watcher = connect(a)
         try:
             assert eventually(lambda: all(
                 not isinstance(passive(watcher, name), tuple) for name in ("keep", "lose")))
             assert eventually(lambda: passive(watcher, "owned")[0] == 405)
+            consuming = watcher.channel()
+            consuming.basic_qos(prefetch_count=2)
+            cancelled: list[str] = []
+            consuming.add_on_cancel_callback(
+                lambda m: cancelled.append(m.method.consumer_tag))
+            got: list[int] = []
+            consuming.basic_consume("keep", lambda _ch, m, _p, _b: got.append(m.delivery_tag),
+                                    consumer_tag="far")
+            pump_until(watcher, lambda: len(got) == 2, "two deliveries from node C")
+            publishing = watcher.channel()
+            publishing.confirm_delivery()
+
             assert c.proc is not None
             c.proc.send_signal(signal.SIGKILL)
             c.proc.wait(10)
+
+            pump_until(watcher, lambda: cancelled == ["far"], "basic.cancel of the consumer",
+                       timeout=30)
+            consuming.basic_ack(got[0])  # its queue is gone: harmless, the channel stays
+            with pytest.raises(pex.NackError):
+                publishing.basic_publish("", "keep", b"after", mandatory=True)
+            assert consuming.is_open and publishing.is_open
 
             def gone(name: str) -> bool:
                 return closed_by_broker(lambda: watcher.channel().queue_declare(
                     name, passive=True)) == (404, f"NOT_FOUND - no queue '{name}' in vhost '/'")
             assert eventually(lambda: gone("lose") and gone("owned"), timeout=30)
 
-            down = (404, f"NOT_FOUND - home node '{c.name}' of durable queue 'keep' in "
-                         "vhost '/' is down or inaccessible")
-            assert closed_by_broker(lambda: watcher.channel().queue_declare(
-                "keep", passive=True)) == down
-            assert closed_by_broker(lambda: watcher.channel().queue_declare(
-                "keep", durable=True, arguments=CLASSIC)) == down
-            assert closed_by_broker(lambda: watcher.channel().basic_get("keep")) == down
+            # each operation waits out the retries on a connection of its own
+            answers: dict[str, Any] = {}
+            workers = [threading.Thread(target=_refused_on_own_connection, args=(
+                a, fn, answers, key)) for key, fn in (
+                ("passive", lambda ch: ch.queue_declare("keep", passive=True)),
+                ("active", lambda ch: ch.queue_declare("keep", durable=True,
+                                                        arguments=CLASSIC)),
+                ("get", lambda ch: ch.basic_get("keep")))]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(180)
+            timed_out = (404, "NOT_FOUND - failed to perform operation on queue 'keep' in "
+                              "vhost '/' due to timeout")
+            assert answers == {"passive": timed_out, "active": timed_out, "get": timed_out}
+
+            assert closed_by_broker(lambda: watcher.channel().queue_delete(
+                "keep", if_empty=True)) == (
+                406, "PRECONDITION_FAILED - queue 'keep' in vhost '/' not empty")
             # deleting it removes the record; the name is free again
             watcher.channel().queue_delete("keep")
             assert gone("keep")
@@ -187,8 +239,6 @@ def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_answe
                                                    arguments=CLASSIC) is not None
         finally:
             watcher.close()
-
-
 
 class _VhostClient(AsyncClient):
     """A client on one vhost that notes which consumers were cancelled when its

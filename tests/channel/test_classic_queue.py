@@ -20,6 +20,7 @@ import pytest
 import actors
 from actors import Node, gen_server
 from actors.gen_server import GenServer
+from actors.pid import Pid
 from channel.connection.config import BrokerContext, Config
 from channel.connection.listener import Listener
 from channel.errors import AmqpError
@@ -483,3 +484,71 @@ def test_a_queue_whose_process_stays_dead_keeps_its_record_until_deleted(node: N
         assert session.exists("q")
         assert session.delete("q", if_unused=False, if_empty=False) == 0
         assert not session.exists("q")
+
+
+def _queue_on_a_down_node(backend: ClassicBackend, name: str) -> None:
+    """A durable queue's record whose process is on a node this one is not connected to."""
+    pid = Pid("gone@127.0.0.1:1", 7, 1)
+    backend.directory.insert(ClassicRecord("/", name, pid, True, False, None,
+                                           {"x-queue-type": "classic"}))
+
+
+def _refusal(fn: Any) -> tuple[str, str]:
+    with pytest.raises(AmqpError) as err:
+        fn()
+    return err.value.name, err.value.explanation
+
+
+def test_a_durable_queue_on_a_down_node_is_absent_at_once_as_310_answers(node: Node) -> None:
+    """3.10 drops such a queue from its live table: every operation but delete is
+    404 "home node ... is down", and publishes do not route to it."""
+    with node.attached():
+        backend = ClassicBackend(node, home_down_retries=0)
+        _queue_on_a_down_node(backend, "q")
+        session = backend.session(actors.self(), "/", actors.self(), "guest")
+        down = ("NOT_FOUND", "home node 'gone@127.0.0.1:1' of durable queue 'q' in vhost '/' "
+                             "is down or inaccessible")
+        assert _refusal(lambda: session.declare(
+            "q", passive=True, durable=True, exclusive=False, auto_delete=False,
+            arguments={})) == down
+        assert _refusal(lambda: session.get("q", ack_required=True, delivery_tag=1)) == down
+        assert _refusal(lambda: session.check_access("q")) == down
+        message = Message("", "q", Content.build(b"m"), ("q",))
+        assert session.deliver(["q"], message, 3) == []
+        assert _refusal(lambda: session.delete("q", if_unused=False, if_empty=True)) == (
+            "PRECONDITION_FAILED", "queue 'q' in vhost '/' not empty")
+        assert session.delete("q", if_unused=False, if_empty=False) == 0
+        assert not session.exists("q")
+
+
+def test_a_durable_queue_on_a_down_node_is_retried_then_times_out_as_4x_answers(
+        node: Node) -> None:
+    """4.x keeps such a queue's record live: an operation is tried again until the
+    retries run out, then 404 "... due to timeout"; a binding reads only the record,
+    a publish routes to it and is nacked, and delete removes it at once."""
+    with node.attached():
+        backend = ClassicBackend(node, home_down_retries=3)
+        _queue_on_a_down_node(backend, "q")
+        session = backend.session(actors.self(), "/", actors.self(), "guest")
+        timeout = ("NOT_FOUND", "failed to perform operation on queue 'q' in vhost '/' "
+                                "due to timeout")
+        assert _refusal(lambda: session.declare(
+            "q", passive=True, durable=True, exclusive=False, auto_delete=False,
+            arguments={})) == timeout
+        assert _refusal(lambda: session.declare(
+            "q", passive=False, durable=True, exclusive=False, auto_delete=False,
+            arguments={"x-queue-type": "classic"})) == timeout
+        assert _refusal(lambda: session.get("q", ack_required=True, delivery_tag=1)) == timeout
+        assert _refusal(lambda: session.purge("q")) == timeout
+        assert _refusal(lambda: session.consume(
+            "q", ConsumeSpec("ctag", ack_required=True, prefetch=10))) == timeout
+        session.check_access("q")
+        message = Message("", "q", Content.build(b"m"), ("q",))
+        assert session.deliver(["q"], message, 3) == [Rejected("q", (3,))]
+        assert session.deliver(["q"], message, None) == []
+        assert _refusal(lambda: session.delete("q", if_unused=False, if_empty=True)) == (
+            "PRECONDITION_FAILED", "queue 'q' in vhost '/' not empty")
+        assert session.delete("q", if_unused=False, if_empty=False) == 0
+        assert _refusal(lambda: session.declare(
+            "q", passive=True, durable=True, exclusive=False, auto_delete=False,
+            arguments={})) == ("NOT_FOUND", "no queue 'q' in vhost '/'")

@@ -79,6 +79,10 @@ RETRY_WAIT_MS = 30
 """A call that finds a queue's process dead tries again this often, this far apart,
 as its supervisor may be restarting it (``rabbit_amqqueue:with``'s retries)."""
 
+HOME_DOWN_RETRIES = 2000
+"""``rabbit_amqqueue:with/3``'s retries for a durable queue whose home node is down
+(RabbitMQ 4.x; the node's release record says how its release behaves)."""
+
 
 def _message(content: Any) -> Message:
     """What a classic queue holds as a channel's message (a dead letter keeps its
@@ -108,8 +112,13 @@ class ClassicBackend:
     def __init__(self, node: Node, *, on_deleted: Callable[[str, str], None] | None = None,
                  dead_letter: Callable[[e.DeadLetter], None] | None = None,
                  queue_sup: Any = QUEUE_SUP,
-                 directory: ClassicDirectory | None = None) -> None:
+                 directory: ClassicDirectory | None = None,
+                 home_down_retries: int = HOME_DOWN_RETRIES) -> None:
         self.node = node
+        #: the release's `classic_home_down_retries`: 0 answers an operation on a
+        #: durable queue whose home node is down at once (3.10), more retries it
+        #: RETRY_WAIT_MS apart before giving up (4.x)
+        self.home_down_retries = home_down_retries
         #: the queue table: the cluster's on a broker, this process's in tests
         self.directory: ClassicDirectory = directory or LocalDirectory()
         self.on_deleted = on_deleted
@@ -249,14 +258,39 @@ class ClassicSession:
         return AmqpError("NOT_FOUND", f"home node '{record.node}' of durable "
                                       f"{self._where(record.name)} is down or inaccessible")
 
-    def _accessible(self, name: str) -> ClassicRecord:
-        """404 for a missing queue or one whose home node is down, then 405 for
-        another connection's exclusive queue."""
+    def _timed_out(self, record: ClassicRecord) -> _Crashed:
+        return _Crashed(record, f"failed to perform operation on {self._where(record.name)}"
+                                " due to timeout")
+
+    def _await_home(self, record: ClassicRecord) -> ClassicRecord:
+        """The record of a queue whose home node is down, once that node is back.
+
+        3.10 treats such a queue as absent at once (404 "home node ... is down or
+        inaccessible"). 4.x keeps its record live, so ``rabbit_amqqueue:with``
+        tries the operation again, RETRY_WAIT_MS apart, and answers 404 "... due
+        to timeout" when the node has not come back; a queue deleted meanwhile is
+        404 "no queue"."""
+        if self.b.home_down_retries == 0:
+            raise self._home_down(record)
+        for _ in range(self.b.home_down_retries):
+            actors.sleep(RETRY_WAIT_MS)
+            current = self._record(record.name)
+            if current is None:
+                raise self._not_found(record.name)
+            record = current
+            if _home_up(record):
+                return record
+        raise self._timed_out(record)
+
+    def _accessible(self, name: str, *, wait: bool = True) -> ClassicRecord:
+        """404 for a missing queue, then 405 for another connection's exclusive
+        queue. A queue whose home node is down is waited for (`_await_home`), unless
+        the caller only reads the record (`wait=False`, as a binding does in 4.x)."""
         record = self._record(name)
         if record is None:
             raise self._not_found(name)
-        if not _home_up(record):
-            raise self._home_down(record)
+        if not _home_up(record) and (wait or self.b.home_down_retries == 0):
+            record = self._await_home(record)
         if record.owner is not None and record.owner != self.owner:
             raise _locked(self._where(name))
         return record
@@ -273,14 +307,14 @@ class ClassicSession:
                     raise
                 if not _home_up(record):
                     # the record stays: the queue comes back with its node
-                    raise self._home_down(record) from None
+                    record = self._await_home(record)
+                    continue
             actors.sleep(RETRY_WAIT_MS)
             current = self._record(record.name)
             if current is None:
                 raise self._not_found(record.name)
             record = current
-        raise _Crashed(record, f"failed to perform operation on {self._where(record.name)}"
-                               " due to timeout")
+        raise self._timed_out(record)
 
     def consumer_timeout(self, name: str, node_default: int | None) -> int | None:
         record = self._record(name)
@@ -293,7 +327,7 @@ class ClassicSession:
         return self._record(name) is not None
 
     def check_access(self, name: str) -> None:
-        self._accessible(name)
+        self._accessible(name, wait=False)
 
     # ---------------------------------------------------------------- declare
 
@@ -397,7 +431,13 @@ class ClassicSession:
         props = None
         for name in queues:
             record = self._record(name)
-            if record is None or not _home_up(record):
+            if record is None:
+                continue
+            if not _home_up(record):
+                # 4.x routes to the queue and the publish is refused when the channel
+                # finds its process gone; 3.10 does not route to it
+                if self.b.home_down_retries and correlation is not None:
+                    actions.append(Rejected(name, (correlation,)))
                 continue
             if props is None:
                 props = message.decoded_properties()
