@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from fifo import v2_client
 from fifo.client_calls import Calls, run
 from fifo.client_delivery import handle_delivery
 from fifo.client_effects import (
@@ -42,6 +43,7 @@ from fifo.client_records import (
 from fifo.client_send import (
     consumer_id,
     consumer_key,
+    qref,
     resend_all_pending,
     send_command,
     send_pending,
@@ -295,7 +297,10 @@ def dequeue(qname: Any, tag: Any, settlement: str, state: ClientState,
                 return Out("empty", s, [], fx)
             case ("ok", ("dequeue", (msg_id, (header, msg)), ready), leader):
                 s.leader = leader
-                [delivered] = transform_msgs(qname, leader, [(msg_id, (header, msg))])
+                if s.cfg.machine_version <= 2:
+                    delivered = v2_client.dequeued(qname, qref(leader), msg_id, header, msg)
+                else:
+                    [delivered] = transform_msgs(qname, leader, [(msg_id, (header, msg))])
                 return Out("ok", s, [], fx, (ready, delivered))
             case ("ok", ("error", _) as err, _):
                 return _error(err, state, fx)

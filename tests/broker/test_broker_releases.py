@@ -45,7 +45,7 @@ def test_each_series_names_the_machine_version_its_release_runs(series: str,
 
 def test_the_default_is_the_newest_series_whose_machine_is_built() -> None:
     assert DEFAULT_SERIES == "4.2"
-    assert modelled_series(SUPPORTED_VERSIONS) == ["4.0", "4.2"]
+    assert modelled_series(SUPPORTED_VERSIONS) == ["3.10", "4.0", "4.2"]
     assert lookup(DEFAULT_SERIES, SUPPORTED_VERSIONS).machine_version == 7
 
 
@@ -113,8 +113,9 @@ def test_each_release_says_what_it_is_as_that_release_does() -> None:
 def test_an_unbuilt_or_unknown_series_is_refused_by_lookup() -> None:
     with pytest.raises(UnmodelledRelease, match=r"4\.3 needs rabbit_fifo machine version 8"):
         lookup("4.3", SUPPORTED_VERSIONS)
+    assert lookup("3.10", SUPPORTED_VERSIONS).machine_version == 2
     with pytest.raises(UnmodelledRelease, match=r"3\.10 needs rabbit_fifo machine version 2"):
-        lookup("3.10", SUPPORTED_VERSIONS)
+        lookup("3.10", (5, 7))
     with pytest.raises(UnknownRelease):
         lookup("5.0", SUPPORTED_VERSIONS)
 
@@ -131,6 +132,7 @@ def load_json(tmp_path: Path, **keys: object) -> NodeConfig:
 def test_rabbitmq_version_round_trips_through_file_and_flag(tmp_path: Path) -> None:
     assert load_json(tmp_path).rabbitmq_version == "4.2"
     assert load_json(tmp_path, rabbitmq_version="4.0").rabbitmq_version == "4.0"
+    assert load_json(tmp_path, rabbitmq_version="3.10").rabbitmq_version == "3.10"
     assert load(None, {"name": NAME, "rabbitmq_version": "4.0"}).rabbitmq_version == "4.0"
     cfg = tmp_path / "node.toml"
     cfg.write_text(f'name = "{NAME}"\nrabbitmq-version = "4.0"\n')
@@ -138,12 +140,10 @@ def test_rabbitmq_version_round_trips_through_file_and_flag(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("value, expected", [
-    ("4.3", "a RabbitMQ release this warren models (4.0, 4.2; 4.3 needs rabbit_fifo "
+    ("4.3", "a RabbitMQ release this warren models (3.10, 4.0, 4.2; 4.3 needs rabbit_fifo "
             "machine version 8, which is not built yet)"),
-    ("3.10", "a RabbitMQ release this warren models (4.0, 4.2; 3.10 needs rabbit_fifo "
-             "machine version 2, which is not built yet)"),
-    ("4.2.9", "a RabbitMQ release this warren models (4.0, 4.2)"),
-    (4.2, "a RabbitMQ release this warren models (4.0, 4.2), as a string"),
+    ("4.2.9", "a RabbitMQ release this warren models (3.10, 4.0, 4.2)"),
+    (4.2, "a RabbitMQ release this warren models (3.10, 4.0, 4.2), as a string"),
 ])
 def test_a_series_warren_cannot_model_is_one_line(tmp_path: Path, value: object,
                                                   expected: str) -> None:

@@ -249,6 +249,7 @@ def test_a_rabbitmq_version_without_its_machine_is_a_config_error(tmp_path: Path
                      "--rabbitmq-version", "4.3", "--data-dir", str(tmp_path / "data"))
     assert got.returncode == EX_CONFIG, got
     assert got.line == ("warren: config key rabbitmq_version: expected a RabbitMQ release "
-                        "this warren models (4.0, 4.2; 4.3 needs rabbit_fifo machine version 8, "
+                        "this warren models (3.10, 4.0, 4.2; 4.3 needs rabbit_fifo machine "
+                        "version 8, "
                         "which is not built yet), got '4.3'")
     assert_no_ready(tmp_path / "data", got)

@@ -26,6 +26,7 @@ from fifo import (
 )
 from fifo.client_send import add_delivery_count_header
 from fifo.commands import make_requeue
+from fifo.machine import SUPPORTED_VERSIONS
 from fifo.mc import BasicMessage
 from fifo.msg import msg_header, unpack
 
@@ -55,6 +56,11 @@ def held_header(d: Driver, key: Any, msg_id: int) -> Any:
     return msg_header(d.state.consumers[key].checked_out[msg_id])
 
 
+def test_machine_2_is_built_and_offered() -> None:
+    assert 2 in SUPPORTED_VERSIONS
+    assert RabbitFifo(7).which_module(2).version() == 2
+
+
 def test_a_checkout_replies_a_bare_ok_and_keys_the_consumer_by_its_id() -> None:
     replies = {}
     keys = {}
@@ -63,7 +69,7 @@ def test_a_checkout_replies_a_bare_ok_and_keys_the_consumer_by_its_id() -> None:
         replies[v] = d.apply(make_checkout(("other", C1), ("auto", 1, "simple_prefetch")
                                            if v == 2 else ("auto", ("simple_prefetch", 1)),
                                            {}))[0]
-        assert list(d.state.consumers)[0] == keys[v]
+        assert next(iter(d.state.consumers)) == keys[v]
     assert keys == {2: ("ct", C1), 7: 1}
     assert replies[2] == "ok"
     assert replies[7][0] == "ok" and replies[7][1]["key"] == 2
