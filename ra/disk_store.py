@@ -134,7 +134,7 @@ class DiskStore:
         for name in [n for n, u in self._names.items() if u == uid]:
             del self._names[name]
         self._save_names()
-        self.log_ets.mem_tables.pop(uid, None)
+        self.log_ets.delete_mem_tables(uid)
         self.log_ets.snapshot_state.pop(uid, None)
         self.log_ets.directory.pop(uid, None)
 

@@ -17,6 +17,7 @@ import actors
 from actors import Node, gen_server
 from ra import wal as ra_wal
 from ra.disk_log import DiskLog
+from ra.disk_store import DiskStore
 from ra.log_ets import LogEts, MemTable
 from ra.types import DUMMY_ENTRY
 from tests.ra.ra_disk_support import Stack, drain_events, held, pump, write
@@ -277,3 +278,14 @@ def test_a_snapshot_deletes_the_rows_it_covers(node: Node, tmp_path: Any) -> Non
         assert held(stack.ets, UID) == es(8, 9, term=2)
         assert os.path.isdir(stack.server_dir(UID))
         stack.stop_all()
+
+
+def test_deleting_a_server_deletes_every_table_of_it(tmp_path: Any) -> None:
+    store = DiskStore(str(tmp_path))
+    ets = store.log_ets
+    old = ets.mem_table_please(UID)
+    old.insert(es(1, 1)[0])
+    new = ets.new_mem_table_please(UID)
+    store.forget(UID)
+    assert ets.table(old.tid) is None and ets.table(new.tid) is None
+    assert UID not in ets.mem_tables
