@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import actors
-from actors import trace
+from actors import gen_server, trace
 from actors.gen_server import GenServer
-from actors.pid import Pid, Ref
+from actors.pid import CallExit, Pid, Ref
 from classic import commands as c
 from classic import effects as e
 from classic import history
@@ -50,8 +50,8 @@ from classic.config import QueueConfig
 from classic.msg_store import MSG_STORE_CREDIT, STORE_CREDIT, STORE_WRITTEN, QueueStore
 from classic.queue import ClassicQueue
 
-__all__ = ["BUMP_CREDIT", "CLASSIC_EVENT", "CREDIT", "EOL", "FLOW", "QueueEnv", "QueueProcess",
-           "QueueState", "consumer_rows", "info"]
+__all__ = ["BUMP_CREDIT", "CLASSIC_EVENT", "CREDIT", "EOL", "FLOW", "LIMITED", "QueueEnv",
+           "QueueProcess", "QueueState", "consumer_rows", "info"]
 
 log = logging.getLogger("warren.classic")
 
@@ -68,6 +68,17 @@ CRASH_RESTART = "crash_restart"
 """What a restarted queue process sends itself, to recover outside its ``init``
 (upstream's ``gen_server2:cast(self(), init)``): the supervisor is not held up
 by the store and the metadata store."""
+
+LIMITED = "limited"
+"""A call ``(LIMITED, limiter, BasicConsume)``: a consumer whose channel has a global
+qos; before each ack-required delivery to that channel the queue asks the channel's
+limiter process (``rabbit_limiter:can_send``) with ``("can_send", want)``, which
+grants up to `want` deliveries, and waits for its ``("resume", limiter)`` after a
+refusal. What it was granted and could not deliver it gives back (``("ack", n)``).
+"""
+
+LIMITER_TIMEOUT = 30_000
+"""How long the queue waits for a limiter's answer (the channel's own process)."""
 
 FLOW = "flow"
 """A channel's publish sent with credit: ``(FLOW, Deliver)`` (a ``deliver`` with
@@ -133,6 +144,10 @@ class QueueState:
     timer: Ref | None = None
     timer_at: int | None = None
     deleted: bool = False
+    limiters: dict[Hashable, Any] = field(default_factory=dict)
+    """The limiter process of each channel whose consumers are under a global qos."""
+    awaiting_resume: set[Hashable] = field(default_factory=set)
+    """Channels whose limiter refused a delivery and will say when to ask again."""
 
 
 def _now() -> int:
@@ -190,6 +205,10 @@ class QueueProcess(GenServer):
             return ("reply", info(state.core), state)
         if request == ("consumers",):
             return ("reply", consumer_rows(state.core), state)
+        if type(request) is tuple and request[0] == LIMITED:
+            _, limiter, request = request
+            state.limiters[request.channel] = limiter
+            self._apply_core(state, c.LimiterCredit(request.channel, 0))
         reply = self._apply(state, request)
         if state.deleted:
             return ("stop", "normal", reply, state)
@@ -215,7 +234,14 @@ class QueueProcess(GenServer):
                     state.credit_to.pop(pid, None)
                 elif state.monitors.get(pid) == ref:
                     del state.monitors[pid]
+                    state.limiters.pop(pid, None)
+                    state.awaiting_resume.discard(pid)
                     self._apply(state, c.NotifyDown(pid))
+            case ("resume", limiter):
+                for channel, its in state.limiters.items():
+                    if its == limiter:
+                        state.awaiting_resume.discard(channel)
+                self._apply_limits(state)
             case (tag, ids) if tag == STORE_WRITTEN:
                 self._apply(state, c.Written(ids))
             case (tag, quantity) if tag == STORE_CREDIT:
@@ -240,6 +266,37 @@ class QueueProcess(GenServer):
     # --- the shell ---------------------------------------------------------------------------
 
     def _apply(self, state: QueueState, command: c.Command) -> e.Reply:
+        reply = self._apply_core(state, command)
+        self._apply_limits(state)
+        return reply
+
+    def _apply_limits(self, state: QueueState) -> None:
+        """Ask the limiters of channels held back only by their global qos for more
+        (``rabbit_limiter:can_send``), hand what they grant to the core, and give
+        back what it could not deliver at once, so no grant sits unused here while
+        another queue of the channel waits."""
+        if state.limiters and not state.deleted:
+            for channel in state.core.limiter_starved():
+                limiter = state.limiters.get(channel)
+                if limiter is None or channel in state.awaiting_resume:
+                    continue
+                want = state.core.messages_ready
+                try:
+                    granted = gen_server.call(limiter, ("can_send", want), LIMITER_TIMEOUT)
+                except CallExit:
+                    continue  # the channel is going: its DOWN follows
+                if granted < want:
+                    state.awaiting_resume.add(channel)
+                if granted:
+                    self._apply_core(state, c.LimiterCredit(channel, granted))
+                    left = state.core.limiter_credit(channel) or 0
+                    if left:
+                        gen_server.cast(limiter, ("ack", left))
+                        self._apply_core(state, c.LimiterCredit(channel, 0))
+        if not state.deleted:
+            self._arm(state)
+
+    def _apply_core(self, state: QueueState, command: c.Command) -> e.Reply:
         now = _now()
         if trace.enabled():
             seen = history.before(state.core, command)
@@ -248,8 +305,6 @@ class QueueProcess(GenServer):
         else:
             reply, effects = state.core.apply(command, now)
         self._execute(state, effects)
-        if not state.deleted:
-            self._arm(state)
         return reply
 
     def _credit_ack(self, state: QueueState, channel: Hashable) -> None:

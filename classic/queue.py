@@ -15,7 +15,7 @@ from typing import Any
 from classic import commands as c
 from classic import effects as e
 from classic.config import QueueConfig
-from classic.consumers import Consumer, Consumers, Key
+from classic.consumers import UNSENT_MESSAGE_LIMIT, Consumer, Consumers, Key
 from classic.ready import Entry, ReadyQueue
 
 __all__ = ["ClassicQueue"]
@@ -100,6 +100,26 @@ class ClassicQueue:
         if self.config.expires is None or len(self.consumers) > 0:
             return None
         return self.last_used + self.config.expires
+
+    def limiter_credit(self, channel: Hashable) -> int | None:
+        """The channel's global-qos allowance left (``None``: the channel has none)."""
+        record = self.consumers.channels.get(channel)
+        return None if record is None else record.limiter_credit
+
+    def limiter_starved(self) -> list[Hashable]:
+        """Channels that would be sent a ready message now but for their spent
+        global-qos allowance: the shell asks their limiters for more."""
+        if self.ready.count == 0 or self.deleted is not None:
+            return []
+        starved: list[Hashable] = []
+        for consumer in self.consumers:
+            record = self.consumers.channels[consumer.channel]
+            if (record.limiter_credit == 0 and consumer.channel not in starved
+                    and consumer.ack_required and consumer.has_prefetch_room()
+                    and record.unsent < UNSENT_MESSAGE_LIMIT
+                    and self.consumers.in_line(consumer.key)):
+                starved.append(consumer.channel)
+        return starved
 
     # --- recovery ---------------------------------------------------------------------------
 

@@ -504,8 +504,10 @@ class ChannelProcess:
         self.access.check("queue", queue, "read")
         if not tag:
             tag = "amq.ctag-" + secrets.token_urlsafe(16)
+        limited = self.global_prefetch > 0
         spec = ConsumeSpec(tag, not m.no_ack, self.consumer_prefetch, m.exclusive,
-                           dict(m.arguments or {}), self.global_prefetch > 0)
+                           dict(m.arguments or {}), limited,
+                           self.limiter if limited else None)
         # every refusal comes before consume-ok (rabbit_amqqueue:basic_consume), the
         # queue's own too: a queue sends consume-ok once it has taken the consumer, and
         # its deliveries reach this process after this handler, so after consume-ok

@@ -154,6 +154,9 @@ class ConsumeSpec:
     exclusive: bool = False
     arguments: Mapping[str, Any] = field(default_factory=dict)
     global_qos: bool = False
+    limiter: Any = None
+    """The channel's limiter process while a global qos is set: a classic queue asks
+    it before each ack-required delivery to this consumer (`channel.limits.limiter`)."""
 
 
 __all__ += ["ConsumeSpec"]

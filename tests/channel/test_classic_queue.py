@@ -552,3 +552,33 @@ def test_a_durable_queue_on_a_down_node_is_retried_then_times_out_as_4x_answers(
         assert _refusal(lambda: session.declare(
             "q", passive=True, durable=True, exclusive=False, auto_delete=False,
             arguments={})) == ("NOT_FOUND", "no queue 'q' in vhost '/'")
+
+
+def test_a_global_qos_limits_the_channels_unacked_deliveries_across_its_classic_queues(
+        conn: Any) -> None:
+    """With `global_qos` permitted (4.0 to 4.2), `basic.qos(global=true)` caps the
+    unacknowledged deliveries of the whole channel, whatever queue they come from:
+    each queue asks the channel's limiter before an ack-required delivery, and an
+    ack lets the next message go."""
+    def work() -> tuple[list[bytes], Any, list[bytes]]:
+        ch = conn.channel()
+        for name in ("g1", "g2"):
+            ch.queue_declare(name)
+            for i in range(3):
+                ch.basic_publish("", name, f"{name}-{i}".encode())
+        ch.basic_qos(prefetch_count=3, global_qos=True)
+        got: list[tuple[int, bytes]] = []
+        for name in ("g1", "g2"):
+            ch.basic_consume(name, lambda _c, m, _p, body: got.append((m.delivery_tag, body)))
+        drain(conn, ch, lambda: len(got) >= 3)
+        # the queues kept the rest: a declare on another channel finds them ready
+        other = conn.channel()
+        left = [other.queue_declare(n, passive=True).method.message_count
+                for n in ("g1", "g2")]
+        first = sorted(body for _tag, body in got)
+        ch.basic_ack(got[0][0])
+        drain(conn, ch, lambda: len(got) >= 4)
+        return first, left, [body for _tag, body in got[3:]]
+    first, left, after_ack = client(work)
+    assert len(first) == 3 and sum(left) == 3
+    assert len(after_ack) == 1 and after_ack[0] not in first

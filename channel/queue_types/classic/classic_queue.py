@@ -28,6 +28,7 @@ import actors
 from actors import Node, gen_server
 from actors.pid import CallExit, Pid, Ref
 from channel.errors import AmqpError, rs
+from channel.limits import limiter
 from channel.limits.limits import QueueLimits
 from channel.queue_types.backend import (
     Action,
@@ -63,7 +64,7 @@ from classic import commands as c
 from classic import effects as e
 from classic.config import QueueConfig
 from classic.msg_store import QueueStore
-from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, EOL, FLOW, QueueEnv
+from classic.process import BUMP_CREDIT, CLASSIC_EVENT, CREDIT, EOL, FLOW, LIMITED, QueueEnv
 from classic.queue_sup import QUEUE_SUP, start_queue
 from fifo.replica_trace import ID_HEADER, id_value
 
@@ -244,6 +245,10 @@ class ClassicSession:
         self.unconfirmed: dict[Pid, set[int]] = {}
         #: this channel's consumer tags on each queue process
         self.consuming: dict[Pid, set[str]] = {}
+        #: the channel's limiter, once a consumer was registered under a global qos,
+        #: and the queue processes that ask it before delivering to this channel
+        self.limiter: Any = None
+        self.limited: set[Pid] = set()
 
     def _where(self, name: str) -> str:
         return rs("queue", name, self.vhost)
@@ -480,10 +485,16 @@ class ClassicSession:
     def consume(self, name: str, spec: ConsumeSpec) -> list[Action]:
         record = self._accessible(name)
         self.touched.add(record.pid)
-        _raise(self._call(record, c.BasicConsume(
+        command: Any = c.BasicConsume(
             self.channel, spec.consumer_tag, ack_required=spec.ack_required,
             prefetch=spec.prefetch, priority=consumer_priority(spec.arguments),
-            exclusive=spec.exclusive, args=tuple(spec.arguments.items()))))
+            exclusive=spec.exclusive, args=tuple(spec.arguments.items()))
+        if spec.limiter is not None and spec.ack_required:
+            # a global qos: the queue asks the channel's limiter before it delivers
+            command = (LIMITED, spec.limiter, command)
+            self.limiter = spec.limiter
+            self.limited.add(record.pid)
+        _raise(self._call(record, command))
         self.consuming.setdefault(record.pid, set()).add(spec.consumer_tag)
         self._watch(record.pid, name)
         return []
@@ -505,6 +516,11 @@ class ClassicSession:
         by_queue: dict[Pid, list[int]] = {}
         for pid, msg_id in msg_ids:
             by_queue.setdefault(pid, []).append(msg_id)
+        if self.limiter is not None and isinstance(consumer_tag, str):
+            # deliveries to consumers (not basic.get) are what the limiter counted
+            counted = sum(len(ids) for pid, ids in by_queue.items() if pid in self.limited)
+            if counted:
+                limiter.ack(self.limiter, counted)
         for pid, ids in by_queue.items():
             command: c.Command = (c.Ack(self.channel, tuple(ids)) if op == "complete"
                                   else c.Reject(self.channel, tuple(ids),
@@ -555,6 +571,7 @@ class ClassicSession:
                 return self._bump_credit(name, pid, quantity)
             case _ if event == EOL:
                 self.touched.discard(pid)
+                self.limited.discard(pid)
                 self.credit_from.pop(pid, None)
                 self.unconfirmed.pop(pid, None)
                 self.consuming.pop(pid, None)
@@ -578,6 +595,7 @@ class ClassicSession:
         del self.publishing_to[pid]
         self.credit_from.pop(pid, None)
         self.touched.discard(pid)
+        self.limited.discard(pid)
         seqs = self.unconfirmed.pop(pid, set())
         tags = self.consuming.pop(pid, set())
         actions: list[Action] = [Unblock(name)]
