@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ra import stored_terms
+from ra import durable, stored_terms
 from ra.durable import replace_file
 from ra.types import Entry
 
@@ -88,6 +88,29 @@ def write(directory: str, seg_no: int, entries: list[Entry], *, checksums: bool 
     name = file_name(seg_no)
     replace_file(os.path.join(directory, name), encode(entries, checksums), fsync)
     return (name, (entries[0][0], entries[-1][0]))
+
+
+def write_all(directory: str, first_no: int, chunks: list[list[Entry]], *,
+              checksums: bool = True, fsync: Callable[[int], None] = os.fsync) -> list[SegRef]:
+    """Write the segments of one flush, numbered from `first_no`; their refs. Runs off the hub.
+
+    Each is written under a temporary name and fsynced, then all are renamed and
+    the directory is fsynced once: a flush of a full WAL file makes several
+    segments, and a directory sync per segment would cost each its own journal
+    commit. A crash before the directory sync may leave some of them named and
+    some not; none is reported yet and the WAL file is still there, so recovery
+    flushes it again into newer segments, which cut these."""
+    done: list[tuple[str, str, SegRef]] = []
+    for n, chunk in enumerate(chunks):
+        name = file_name(first_no + n)
+        path = os.path.join(directory, name)
+        durable.write_file(path + ".tmp", encode(chunk, checksums), fsync)
+        done.append((path + ".tmp", path, (name, (chunk[0][0], chunk[-1][0]))))
+    for tmp, path, _ in done:
+        os.replace(tmp, path)
+    if done:
+        durable.fsync_dir(directory)
+    return [ref for _, _, ref in done]
 
 
 @dataclass

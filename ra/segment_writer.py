@@ -250,7 +250,6 @@ class SegmentWriter:
             on_disk = (ra_segment.file_number(names[-1]) or 0) if names else 0
             first_no = max(on_disk, self._high.get(directory, 0)) + 1
             self._high[directory] = first_no + len(chunks) - 1
-            return [ra_segment.write(directory, first_no + n, chunk,
-                                     checksums=self.cfg.segment_compute_checksums,
-                                     fsync=self.fsync)
-                    for n, chunk in enumerate(chunks)]
+            return ra_segment.write_all(directory, first_no, chunks,
+                                        checksums=self.cfg.segment_compute_checksums,
+                                        fsync=self.fsync)

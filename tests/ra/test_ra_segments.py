@@ -12,6 +12,7 @@ import pytest
 
 import actors
 from actors import Node, gen_server
+from ra import durable
 from ra import segment as ra_segment
 from ra import segment_writer as ra_sw
 from tests.ra.ra_disk_support import Stack, held, write
@@ -210,4 +211,31 @@ def test_temporary_files_left_by_a_crash_are_removed(node: Node, tmp_path: Any) 
             f.write(b"half a segment")
         write_and_roll(stack, UID, entries(1, 2))
         assert os.listdir(stack.server_dir(UID)) == ["0000000000000001.segment"]
+        stack.stop_all()
+
+
+def test_the_segments_of_one_flush_share_one_directory_sync(
+    node: Node, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every segment file is synced before its rename; the renames are made durable
+    with one sync of the directory, before the server hears of them."""
+    dir_syncs: list[str] = []
+    real = durable.fsync_dir
+
+    def counting(directory: str) -> None:
+        dir_syncs.append(directory)
+        real(directory)
+
+    monkeypatch.setattr(durable, "fsync_dir", counting)
+    with node.attached():
+        stack = Stack(str(tmp_path)).start(segment_max_entries=4)
+        write_and_roll(stack, UID, entries(1, 10))
+        segments_event()
+        dir_syncs.clear()
+        stack.rollover()  # nothing new: the current file is empty
+        assert dir_syncs == []
+        write_and_roll(stack, UID, entries(11, 20))
+        evt = segments_event()
+        assert len(evt[2]) == 3
+        assert dir_syncs.count(stack.server_dir(UID)) == 1
         stack.stop_all()
