@@ -95,11 +95,11 @@ __all__ = ["MACHINE_VERSION", "RabbitFifo"]
 
 MACHINE_VERSION = 7
 #: versions a release may select (``releases.lookup`` accepts only these): 3.10
-#: runs 2, 4.0-4.2 run 5 to 7
-SUPPORTED_VERSIONS = (2, 4, 5, 6, 7)
+#: runs 2, 4.0-4.2 run 5 to 7, 4.3 runs 8
+SUPPORTED_VERSIONS = (2, 4, 5, 6, 7, 8)
 #: versions the machine runs whose behaviour is not complete yet: usable by a
 #: machine built with them explicitly, never offered as a RabbitMQ release
-PARTIAL_VERSIONS = (8,)
+PARTIAL_VERSIONS: tuple[int, ...] = ()
 RUNNABLE_VERSIONS = SUPPORTED_VERSIONS + PARTIAL_VERSIONS
 #: aux commands whose handling reads the clock (`fifo.aux.handle_aux`)
 _TIMED_AUX = ("eval", "force_checkpoint")
