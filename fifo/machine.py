@@ -464,7 +464,8 @@ class RabbitFifo:
     def _enqueue_msg(meta: Meta, raw: Any, body_size: int, s: RabbitFifoState) -> None:
         rules = rules_of(meta)
         header = _expiry_header(meta["system_time"], raw, body_size, s.cfg, rules)
-        header = _delivery_count_header(raw, header)
+        if rules.enqueue_takes_delivery_count:
+            header = _delivery_count_header(raw, header)
         s.messages.in_(rules.message_priority(raw),
                        make_msg(meta["index"], header, rules.packed_size_max))
         s.msg_bytes_enqueue += body_size

@@ -98,6 +98,9 @@ class Rules:
     #: 3.10: every give-back adds one to ``delivery_count`` (there is no
     #: ``acquired_count``), and the command, not each message, gives credit back
     every_return_counts: bool = False
+    #: an enqueued message's ``delivery_count`` annotation (a dead letter's count,
+    #: say) starts its count; 3.10 has no such annotation and starts every message at 0
+    enqueue_takes_delivery_count: bool = True
 
 
 V7 = Rules(version=7, new_messages=FifoQ, message_priority=_v7_priority,
@@ -129,7 +132,8 @@ V8 = Rules(version=8, new_messages=PriorityQ, message_priority=_v8_priority,
 
 #: machine 2 (RabbitMQ 3.10): one FIFO without priorities, every return counts
 V2 = replace(V7, version=2, message_priority=lambda _raw: "no", v2_commands=True,
-             delivery_limit_counter="delivery_count", every_return_counts=True)
+             delivery_limit_counter="delivery_count", every_return_counts=True,
+             enqueue_takes_delivery_count=False)
 
 
 def rules_for(version: int) -> Rules:

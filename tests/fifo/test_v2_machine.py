@@ -327,3 +327,14 @@ def test_converting_a_machine_2_state_is_refused() -> None:
     d = Driver(machine_version=2)
     with pytest.raises(NotImplementedError):
         d.apply(("machine_version", 2, 7))
+
+
+def test_an_enqueued_dead_letter_starts_counting_afresh() -> None:
+    headers = {}
+    for v, d in drivers().items():
+        d.enqueue(P1, 1, BasicMessage(b"m", annotations={"delivery_count": 3}))
+        ready = d.state.messages.get()
+        assert ready is not None
+        headers[v] = msg_header(ready)
+    assert headers[2] == 1
+    assert headers[7] == {"size": 1, "delivery_count": 3}
