@@ -7,6 +7,7 @@ from a constant of its own. The package imports nothing of warren's, so every
 layer (fifo, channel, the classic queue type, broker) can ask it.
 """
 
+from releases.deprecations import when_denied
 from releases.table import (
     CAPABILITIES,
     DEFAULT_SERIES,
@@ -29,4 +30,5 @@ __all__ = [
     "UnmodelledRelease",
     "lookup",
     "modelled_series",
+    "when_denied",
 ]

@@ -418,6 +418,11 @@ class ChannelProcess:
     def queue_declare(self, m: Any, _c: Content | None) -> None:
         name = _strip(m.queue)
         self._queue_declare_access(name, m)
+        if not (m.passive or m.durable or m.exclusive) \
+                and not self.cfg.permits("transient_nonexcl_queues"):
+            # rabbit_amqqueue:declare, before the queue type has a say
+            raise AmqpError("INTERNAL_ERROR",
+                            self.cfg.denied_warning("transient_nonexcl_queues"))
         ok = self.session.declare(name, passive=m.passive, durable=m.durable,
                                   exclusive=m.exclusive, auto_delete=m.auto_delete,
                                   arguments=m.arguments or {})

@@ -25,7 +25,7 @@ from channel.queue_types.consumer_timeout import (
     DEFAULT_CONSUMER_TIMEOUT_MS,
     DEFAULT_TICK_INTERVAL_MS,
 )
-from releases import DEFAULT_SERIES, RELEASES, Release
+from releases import DEFAULT_SERIES, RELEASES, Release, when_denied
 
 __all__ = ["BrokerContext", "Config"]
 
@@ -51,6 +51,9 @@ class Config:
     permit_global_qos: bool | None = None
     """Whether the deprecated feature `global_qos` is permitted; None: as `release`
     has it by default (permitted up to 4.2)."""
+    deprecated_features_permit: dict[str, bool] = field(default_factory=dict)
+    """`deprecated_features.permit.<feature>`: the configuration's word on a deprecated
+    feature, over the release's default phase."""
     cluster_name: str = "warren"
     server_properties: dict[str, Any] = field(default_factory=dict)
     """Extra or replaced `connection.start` server properties (RabbitMQ's
@@ -80,6 +83,20 @@ class Config:
         if self.max_message_size is None:
             return self.release.default_max_message_size
         return self.max_message_size
+
+    def permits(self, feature: str) -> bool:
+        """Whether a deprecated feature may be used: the configuration's say, else the
+        release's default."""
+        if feature == "global_qos" and self.permit_global_qos is not None:
+            return self.permit_global_qos
+        if feature in self.deprecated_features_permit:
+            return self.deprecated_features_permit[feature]
+        return self.release.permits(feature)
+
+    def denied_warning(self, feature: str) -> str:
+        """RabbitMQ's text for `feature` used while not permitted."""
+        return when_denied(feature, self.release.deprecated_features.get(
+            feature, "permitted_by_default"))
 
     def __post_init__(self) -> None:
         validate_credit(self.credit_flow_default_credit)

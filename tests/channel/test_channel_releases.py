@@ -34,7 +34,7 @@ from fifo.machine import RabbitFifo
 from ra import api
 from ra import system as ra_system
 from releases import RELEASES, Release
-from tests.channel.conftest import client, make_broker
+from tests.channel.conftest import Broker, client, make_broker
 from tests.channel.test_channel_consumer_timeout import closed_with, consume_without_ack
 
 QQ = {"x-queue-type": "quorum"}
@@ -172,3 +172,56 @@ def test_only_4_3_compares_the_consumer_timeout_on_redeclare(lone_node: Node,
         assert outcome == (406, "PRECONDITION_FAILED - inequivalent arg 'x-consumer-timeout' "
                                 "for queue 'rd' in vhost '/': received '2000' but current "
                                 "is '1000'")
+
+
+def _declare_transient(broker: Broker, **flags: Any) -> Any:
+    """Declare a non-durable queue on a new connection: "ok" or the connection's close."""
+    def run() -> Any:
+        conn = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", broker.port, connection_attempts=1))
+        try:
+            conn.channel().queue_declare("tn", durable=False, **flags)
+        except pex.ConnectionClosedByBroker as e:
+            return (e.reply_code, e.reply_text)
+        conn.close()
+        return "ok"
+    return client(run)
+
+
+DENIED_BY_DEFAULT = (
+    "INTERNAL_ERROR - Feature `transient_nonexcl_queues` is deprecated.\n"
+    "By default, this feature is not permitted anymore.\n"
+    "The feature will be removed from a future major RabbitMQ version, regardless of the "
+    "configuration; actual version to be determined.\n"
+    "To continue using this feature when it is not permitted by default, set the following "
+    "parameter in your configuration:\n"
+    "    \"deprecated_features.permit.transient_nonexcl_queues = true\"")
+
+
+@pytest.mark.parametrize("series", ["4.2", "4.3"])
+def test_4_3_refuses_transient_non_exclusive_queues_by_default(node: Node,
+                                                              series: str) -> None:
+    broker = make_broker(node, Config(silent_close_delay_ms=20, closing_timeout_ms=2000,
+                                      release=RELEASES[series]))
+    try:
+        if series == "4.2":
+            assert _declare_transient(broker) == "ok"
+        else:  # a hard error, its text cut to AMQP's 255 characters
+            assert _declare_transient(broker) == (541, DENIED_BY_DEFAULT[:252] + "...")
+        assert _declare_transient(broker, exclusive=True) == "ok"
+    finally:
+        broker.listener.stop()
+
+
+def test_the_configuration_denies_what_the_release_permits(node: Node) -> None:
+    broker = make_broker(node, Config(
+        silent_close_delay_ms=20, closing_timeout_ms=2000, release=RELEASES["4.2"],
+        deprecated_features_permit={"transient_nonexcl_queues": False}))
+    try:
+        code, text = _declare_transient(broker)
+        assert code == 541
+        assert text.startswith("INTERNAL_ERROR - Feature `transient_nonexcl_queues` is "
+                               "deprecated.\nIts use is not permitted per the configuration "
+                               "(overriding the default, which is permitted):\n")
+    finally:
+        broker.listener.stop()
