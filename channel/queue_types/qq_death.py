@@ -78,16 +78,21 @@ def _table(d: Death) -> dict[str, Any]:
     return table
 
 
-def death_headers(deaths: Deaths) -> dict[str, Any]:
-    """`x-death`, `x-first-death-*` and `x-last-death-*` as AMQP 0-9-1 headers."""
+def death_headers(deaths: Deaths, last_death: bool = True) -> dict[str, Any]:
+    """`x-death`, `x-first-death-*` and `x-last-death-*` as AMQP 0-9-1 headers.
+
+    `last_death` False leaves the `x-last-death-*` headers out, as releases before
+    3.13 do (the release's `last_death_headers`)."""
     queue, reason, exchange = deaths.first
-    last = deaths.last()
-    return {
+    headers: dict[str, Any] = {
         "x-first-death-queue": queue,
         "x-first-death-reason": reason,
         "x-first-death-exchange": exchange,
-        "x-last-death-queue": last.queue,
-        "x-last-death-reason": last.reason,
-        "x-last-death-exchange": last.exchange,
-        "x-death": [_table(d) for d in deaths.records],
     }
+    if last_death:
+        last = deaths.last()
+        headers.update({"x-last-death-queue": last.queue,
+                        "x-last-death-reason": last.reason,
+                        "x-last-death-exchange": last.exchange})
+    headers["x-death"] = [_table(d) for d in deaths.records]
+    return headers

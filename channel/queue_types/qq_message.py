@@ -109,11 +109,12 @@ class QqMessage:
 
     # --- back to the channel ---------------------------------------------------------------
 
-    def to_message(self) -> Message:
-        """The message as delivered: `x-` annotations added to the headers table."""
+    def to_message(self, last_death: bool = True) -> Message:
+        """The message as delivered: `x-` annotations added to the headers table (the
+        `x-last-death-*` ones only where the consumer's release has them)."""
         extra = [(k, v) for k, v in self.annotations if k.startswith("x-")]
         if self.deaths is not None:
-            extra.extend(qq_death.death_headers(self.deaths).items())
+            extra.extend(qq_death.death_headers(self.deaths, last_death).items())
         content = Content(self.properties_bin, self.body, self.class_id)
         if extra:
             props = content.properties()

@@ -9,6 +9,7 @@ under two releases show where they differ.
   `max_message_size` default (128 MiB in 3.10, 16 MiB from 3.13).
 - A redeclare compares the arguments of the release's `rabbit_quorum_queue` list, in
   its order (4.3 adds the consumer timeouts and delayed retry to it).
+- Dead-lettered messages carry `x-last-death-*` headers from 3.13 on, not in 3.10.
 - Up to 4.2 the channel closes on a delivery left unacknowledged past the consumer
   timeout; in 4.3 its tick leaves that to the queues.
 """
@@ -27,6 +28,9 @@ import pytest
 from actors import Node
 from channel.connection.config import BrokerContext, Config
 from channel.connection.listener import Listener
+from channel.protocol.framing import Content
+from channel.queue_types.backend import Message
+from channel.queue_types.qq_message import QqMessage
 from channel.queue_types.quorum.qq_cluster import fifo_config
 from channel.queue_types.quorum.qq_registry import LocalRegistry
 from channel.queue_types.quorum.quorum_queue import QuorumBackend
@@ -225,3 +229,19 @@ def test_the_configuration_denies_what_the_release_permits(node: Node) -> None:
                                "(overriding the default, which is permitted):\n")
     finally:
         broker.listener.stop()
+
+
+@pytest.mark.parametrize(("series", "last"), [("3.10", False), ("4.0", True)])
+def test_dead_letters_carry_last_death_headers_from_the_release_that_has_them(
+        series: str, last: bool) -> None:
+    stored = QqMessage.from_message(Message("x", "rk", Content.build(b"b"), ("rk",)))
+    dead = stored.mc_record_death("rejected", "q1", 1_000).mc_record_death("expired", "q2",
+                                                                             2_000)
+    release = RELEASES[series]
+    headers = dead.to_message(release.last_death_headers).content.properties().headers
+    assert headers["x-first-death-queue"] == "q1"
+    assert [d["queue"] for d in headers["x-death"]] == ["q2", "q1"]
+    assert ("x-last-death-queue" in headers) is last
+    if last:
+        assert (headers["x-last-death-queue"], headers["x-last-death-reason"]) == (
+            "q2", "expired")

@@ -452,7 +452,7 @@ class QuorumSession:
                             f"Cannot get a message from {self._where(name)}: "
                             f"{erlang_term(out.result)}")
         ready, (_q, _ref, msg_id, redelivered, msg) = out.result
-        return Got(Delivery(msg_id, _to_message(msg), redelivered), int(ready))
+        return Got(Delivery(msg_id, self._to_message(msg), redelivered), int(ready))
 
     # ----------------------------------------------------------------- events
 
@@ -497,6 +497,12 @@ class QuorumSession:
         if self.classic is not None:
             self.classic.close()
 
+    def _to_message(self, msg: Any) -> Message:
+        """A stored message as this node's release delivers it."""
+        if isinstance(msg, QqMessage):
+            return msg.to_message(self.b.registry.release.last_death_headers)
+        raise TypeError(f"not a message stored by a channel: {msg!r}")
+
     def pending_raft_commands(self) -> int:
         """Commands pipelined to quorum queues and not applied yet (channel info)."""
         return sum(len(q.client.pending) for q in self.queues.values())
@@ -539,16 +545,12 @@ class QuorumSession:
                 case ("settled", _q, corrs):
                     actions.append(Settled(name, tuple(corrs)))
                 case ("deliver", tag, ack, msgs):
-                    deliveries = tuple(Delivery(mid, _to_message(m), redelivered)
+                    deliveries = tuple(Delivery(mid, self._to_message(m), redelivered)
                                        for _q, _ref, mid, redelivered, m in msgs)
                     actions.append(Deliver(name, tag, ack, deliveries))
         return actions
 
 
-def _to_message(msg: Any) -> Message:
-    if isinstance(msg, QqMessage):
-        return msg.to_message()
-    raise TypeError(f"not a message stored by a channel: {msg!r}")
 
 
 def _format(fmt: str, args: list[Any]) -> str:
