@@ -240,6 +240,48 @@ def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_time_
         finally:
             watcher.close()
 
+
+def test_a_310_node_answers_at_once_for_a_durable_queue_whose_home_node_is_down(
+        tmp_path: Path) -> None:
+    """RabbitMQ 3.10 drops such a queue from its live table: its consumers are
+    cancelled, declare and get are 404 "home node ... is down or inaccessible" at
+    once, and a publish routes nowhere (confirmed)."""
+    with running_cluster(tmp_path, count=3, extra=["--rabbitmq-version", "3.10"]) as (a, _b, c):
+        home = connect(c)
+        home.channel().queue_declare("keep", durable=True, arguments=CLASSIC)
+        watcher = connect(a)
+        try:
+            assert eventually(lambda: not isinstance(passive(watcher, "keep"), tuple))
+            consuming = watcher.channel()
+            cancelled: list[str] = []
+            consuming.add_on_cancel_callback(
+                lambda m: cancelled.append(m.method.consumer_tag))
+            consuming.basic_consume("keep", lambda *_: None, consumer_tag="far")
+            publisher = AsyncClient(pika.ConnectionParameters(
+                "127.0.0.1", a.amqp_port, connection_attempts=1))
+            publishing = publisher.channel()
+            publishing.confirm_select()
+            assert c.proc is not None
+            c.proc.send_signal(signal.SIGKILL)
+            c.proc.wait(10)
+
+            pump_until(watcher, lambda: cancelled == ["far"], "basic.cancel of the consumer",
+                       timeout=30)
+            down = (404, f"NOT_FOUND - home node '{c.name}' of durable queue 'keep' in "
+                         "vhost '/' is down or inaccessible")
+            assert closed_by_broker(lambda: watcher.channel().queue_declare(
+                "keep", passive=True)) == down
+            assert closed_by_broker(lambda: watcher.channel().basic_get("keep")) == down
+            publishing.publish("keep", b"after")
+            publisher.run_until(lambda: publishing.confirmed() == {1: "ack"},
+                                "the confirm of a publish routed nowhere")
+            publisher.close()
+            watcher.channel().queue_delete("keep")
+            assert closed_by_broker(lambda: watcher.channel().queue_declare(
+                "keep", passive=True)) == (404, "NOT_FOUND - no queue 'keep' in vhost '/'")
+        finally:
+            watcher.close()
+
 class _VhostClient(AsyncClient):
     """A client on one vhost that notes which consumers were cancelled when its
     connection was closed (the server's frames are handled in their order)."""

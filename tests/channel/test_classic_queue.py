@@ -25,7 +25,14 @@ from channel.connection.config import BrokerContext, Config
 from channel.connection.listener import Listener
 from channel.errors import AmqpError
 from channel.protocol.framing import Content
-from channel.queue_types.backend import ConsumerCancelled, ConsumeSpec, Message, Rejected, Unblock
+from channel.queue_types.backend import (
+    ConsumerCancelled,
+    ConsumeSpec,
+    Message,
+    Rejected,
+    Settled,
+    Unblock,
+)
 from channel.queue_types.classic.classic_dead_letter import ClassicDeadLetter
 from channel.queue_types.classic.classic_directory import ClassicRecord, LocalDirectory
 from channel.queue_types.classic.classic_queue import ClassicBackend
@@ -514,7 +521,8 @@ def test_a_durable_queue_on_a_down_node_is_absent_at_once_as_310_answers(node: N
         assert _refusal(lambda: session.get("q", ack_required=True, delivery_tag=1)) == down
         assert _refusal(lambda: session.check_access("q")) == down
         message = Message("", "q", Content.build(b"m"), ("q",))
-        assert session.deliver(["q"], message, 3) == []
+        assert session.deliver(["q"], message, 3) == [Settled("q", (3,))]
+        assert session.deliver(["q"], message, None) == []
         assert _refusal(lambda: session.delete("q", if_unused=False, if_empty=True)) == (
             "PRECONDITION_FAILED", "queue 'q' in vhost '/' not empty")
         assert session.delete("q", if_unused=False, if_empty=False) == 0

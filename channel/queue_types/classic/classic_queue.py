@@ -440,9 +440,11 @@ class ClassicSession:
                 continue
             if not _home_up(record):
                 # 4.x routes to the queue and the publish is refused when the channel
-                # finds its process gone; 3.10 does not route to it
-                if self.b.home_down_retries and correlation is not None:
-                    actions.append(Rejected(name, (correlation,)))
+                # finds its process gone; 3.10 does not route to it, so a publish
+                # routed nowhere else is confirmed
+                if correlation is not None:
+                    actions.append(Rejected(name, (correlation,)) if self.b.home_down_retries
+                                   else Settled(name, (correlation,)))
                 continue
             if props is None:
                 props = message.decoded_properties()
