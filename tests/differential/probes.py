@@ -63,6 +63,19 @@ def attempt(conn: pika.BlockingConnection, step: Callable[[Any], Any]) -> Any:
     return ["ok", normalise(result)]
 
 
+def isolated(t: Target, step: Callable[[Any], Any]) -> Any:
+    """`attempt` on a connection of its own: a hard error closes only that one, and is
+    observed as [code, text, "connection closed"]."""
+    conn = connect(t)
+    try:
+        return attempt(conn, step)
+    except pex.ConnectionClosedByBroker as e:
+        return [e.reply_code, e.reply_text, "connection closed"]
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
 def message(props: pika.BasicProperties | None, body: bytes, method: Any = None) -> dict[str, Any]:
     """What a consumer sees of a delivery (besides its tag)."""
     out: dict[str, Any] = {"body": body.decode()}
@@ -316,7 +329,90 @@ def leader_kill(t: Target) -> Any:
             "confirmed": len(confirmed)}
 
 
+def connection_start_and_tune(t: Target) -> Any:
+    """What `connection.start` says the server is, and what `connection.tune` offers
+    (pika takes the server's frame_max and channel_max when it asks for no limit).
+    `cluster_name` names a node and differs legitimately."""
+    conn = connect(t)
+    try:
+        impl = conn._impl
+        props = dict(impl.server_properties)
+        props.pop("cluster_name", None)
+        return {"server": normalise(props), "frame_max": impl.params.frame_max,
+                "channel_max": impl.params.channel_max}
+    finally:
+        conn.close()
+
+
+def channel_errors(t: Target) -> Any:
+    """Channel-level refusals a client meets every day, with their codes and texts."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.queue_declare("ce", durable=True, arguments=QQ)
+        ch.confirm_delivery()
+        ch.basic_publish("", "ce", b"one")
+
+        def consume_missing(c: Any) -> Any:
+            c.basic_consume("ce-missing", lambda *a: None)
+
+        def ack_unknown(c: Any) -> Any:
+            c.basic_ack(99)
+            c.queue_declare("ce", passive=True)  # a round trip to see the error
+
+        def get_then_double_ack(c: Any) -> Any:
+            method, _p, _b = c.basic_get("ce", auto_ack=False)
+            c.basic_ack(method.delivery_tag)
+            c.basic_ack(method.delivery_tag)
+            c.queue_declare("ce", passive=True)
+
+        steps: dict[str, Callable[[Any], Any]] = {
+            "publish to a missing exchange": lambda c: (
+                c.confirm_delivery(), c.basic_publish("ce-none", "k", b"x")),
+            "consume a missing queue": consume_missing,
+            "ack an unknown tag": ack_unknown,
+            "delete if empty": lambda c: c.queue_delete("ce", if_empty=True),
+            "bind to a missing exchange": lambda c: c.queue_bind("ce", "ce-none", "k"),
+            "redeclare amq.direct": lambda c: c.exchange_declare("amq.direct", "fanout"),
+            "declare a bad exchange type": lambda c: c.exchange_declare("ce-x", "sideways"),
+            "ack twice": get_then_double_ack,
+            "purge": lambda c: (c.basic_publish("", "ce", b"two"),
+                                c.queue_purge("ce").method.message_count)[1],
+        }
+        return {name: isolated(t, step) for name, step in steps.items()}
+    finally:
+        conn.close()
+
+
+def reject_to_dead_letter(t: Target) -> Any:
+    """basic.reject and basic.nack without requeue dead-letter with reason rejected,
+    routed by `x-dead-letter-routing-key`."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.exchange_declare("rj-x", "direct", durable=True)
+        ch.queue_declare("rj-target", durable=True, arguments=QQ)
+        ch.queue_bind("rj-target", "rj-x", "dead")
+        ch.queue_declare("rj-src", durable=True, arguments={
+            **QQ, "x-dead-letter-exchange": "rj-x", "x-dead-letter-routing-key": "dead"})
+        ch.confirm_delivery()
+        for body in (b"r1", b"r2"):
+            ch.basic_publish("", "rj-src", body, pika.BasicProperties(
+                headers={"CC": ["rj-cc"]}, content_type="text/plain"))
+        first, _p, _b = ch.basic_get("rj-src", auto_ack=False)
+        ch.basic_reject(first.delivery_tag, requeue=False)
+        second, _p, _b = ch.basic_get("rj-src", auto_ack=False)
+        ch.basic_nack(second.delivery_tag, requeue=False)
+        return eventually(lambda: (lambda d: d if len(d) == 2 else None)(
+            drain(ch, "rj-target")) or None)
+    finally:
+        conn.close()
+
+
 PROBES: dict[str, Callable[[Target], Any]] = {
+    "connection_start_and_tune": connection_start_and_tune,
+    "channel_errors": channel_errors,
+    "reject_to_dead_letter": reject_to_dead_letter,
     "declare_errors": declare_errors,
     "requeue_positions": requeue_positions,
     "delivery_limit_dead_letter": delivery_limit_dead_letter,
