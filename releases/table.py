@@ -127,6 +127,13 @@ class Release:
     nacked. 0 (3.10, whose `on_node_down` drops the record from its live table):
     the queue is absent at once, `404 NOT_FOUND - home node 'N' of durable queue
     'q' in vhost 'v' is down or inaccessible`, and publishes do not route to it."""
+    declare_records_queue_type: bool = True
+    """Whether a declare without `x-queue-type` stores the queue's type as that
+    argument (`rabbit_amqqueue:augment_declare_args` fills in the node's default type
+    from 3.11 on), so a redeclare as another type is refused as `received 'quorum'
+    but current is 'classic'`; 3.10 fills it in only from a vhost's default queue type,
+    and the refusal reads `received the value 'quorum' of type 'longstr' but current
+    is none`."""
 
     def permits(self, feature: str) -> bool:
         """Whether a deprecated feature is permitted when the node's config is silent."""
@@ -169,7 +176,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         default_max_message_size=134_217_728, frame_min_size=4096,
         content_header_size_check=False,
         deprecated_features=MappingProxyType({}), quorum_queue_arguments=_QQ_ARGUMENTS,
-        classic_confirm_after_fsync=True, classic_home_down_retries=0),
+        classic_confirm_after_fsync=True, classic_home_down_retries=0,
+        declare_records_queue_type=False),
     "4.0": Release(
         series="4.0",
         server=ServerIdentity("RabbitMQ", "4.0.5", _OTP_27,

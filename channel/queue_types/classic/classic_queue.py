@@ -114,8 +114,12 @@ class ClassicBackend:
                  dead_letter: Callable[[e.DeadLetter], None] | None = None,
                  queue_sup: Any = QUEUE_SUP,
                  directory: ClassicDirectory | None = None,
-                 home_down_retries: int = HOME_DOWN_RETRIES) -> None:
+                 home_down_retries: int = HOME_DOWN_RETRIES,
+                 record_queue_type: bool = True) -> None:
         self.node = node
+        #: the release's `declare_records_queue_type`: a declare without
+        #: `x-queue-type` stores `classic` as that argument (4.x), or stores none (3.10)
+        self.record_queue_type = record_queue_type
         #: the release's `classic_home_down_retries`: 0 answers an operation on a
         #: durable queue whose home node is down at once (3.10), more retries it
         #: RETRY_WAIT_MS apart before giving up (4.x)
@@ -346,7 +350,8 @@ class ClassicSession:
             raise AmqpError("ACCESS_REFUSED",
                             f"queue name '{name}' contains reserved prefix 'amq.*'")
         args = {k: v for k, v in arguments.items() if k != "x-name-prefix"}
-        args.setdefault("x-queue-type", "classic")
+        if self.b.record_queue_type:
+            args.setdefault("x-queue-type", "classic")
         owner = self.owner if exclusive else None
         record = self._record(name)
         if record is None:
