@@ -1,5 +1,5 @@
 """Run the integration suites that pika, aio-pika, py-amqp and kombu ship, unchanged,
-against a fresh warren node and (with ``--rabbitmq``) a private RabbitMQ node.
+against a fresh warren node and (``--broker rabbitmq``) a private RabbitMQ node.
 
 Why: those suites are what the libraries' own CI runs against a real RabbitMQ, so
 their pass count is a plain measure of how far client code runs on warren unchanged.
@@ -15,7 +15,7 @@ namespace (``unshare -n``, root or user namespaces needed) where that port is fr
 whatever else the machine runs. aio-pika's suite asks Docker for its brokers; a stub
 of Docker's API (`bench/docker_stub.py`) answers it with nodes started here.
 
-    python bench/client_suites.py [--rabbitmq] [--suite pika --suite kombu ...]
+    python bench/client_suites.py [--broker warren --broker rabbitmq] [--suite pika ...]
 
 It prints one line per suite and broker (passed, failed, errors, skipped) and, as
 its last line, one JSON object with the same figures and the failing test ids.
@@ -231,6 +231,9 @@ def parse_junit(path: Path, suite: str, kind: str) -> Result:
     """Counts from pytest's JUnit XML: a test that failed and errored in teardown
     counts once, as failed."""
     result = Result(suite, kind)
+    if not path.exists():  # pytest died before it wrote its report
+        result.errors, result.failures = 1, [f"{suite}: no report (see pytest.log)"]
+        return result
     outcomes: dict[str, str] = {}
     for case in ET.parse(path).getroot().iter("testcase"):
         test_id = f"{case.get('classname')}::{case.get('name')}"
@@ -299,14 +302,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", action="append", choices=[s.name for s in SUITES],
                         help="run only these suites (default: all four)")
-    parser.add_argument("--rabbitmq", action="store_true",
-                        help="also run every suite against a private RabbitMQ node")
+    parser.add_argument("--broker", action="append", choices=sorted(BROKERS),
+                        help="run against these brokers (default: warren); rabbitmq is a "
+                             "private RabbitMQ node of the installed rabbitmq-server")
     parser.add_argument("--work", type=Path, help="keep sources, venv and logs here")
     parser.add_argument("--no-netns", action="store_true",
                         help="run in this network namespace (127.0.0.1:5672 must be free)")
     args = parser.parse_args(args_list)
     chosen = [s for s in SUITES if not args.suite or s.name in args.suite]
-    kinds = ["warren", "rabbitmq"] if args.rabbitmq else ["warren"]
+    kinds = args.broker or ["warren"]
     work = args.work or Path(tempfile.mkdtemp(prefix="client-suites-"))
     work.mkdir(parents=True, exist_ok=True)
     inside = bool(os.environ.get(NETNS_FLAG))
