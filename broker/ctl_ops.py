@@ -156,7 +156,11 @@ def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
                      "last_written": ov["last_written_index"],
                      "last_applied": ov["last_applied"], "commit_index": ov["commit_index"],
                      "snapshot_index": ov["snapshot_index"], "term": ov["current_term"],
-                     "machine_version": ov["effective_machine_version"]})
+                     "machine_version": ov["effective_machine_version"],
+                     # warren's own: the member's code, and each version switch it
+                     # applied since its last snapshot, newest first ([index, version])
+                     "code_machine_version": ov["machine_version"],
+                     "machine_versions": [list(v) for v in ov["machine_versions"]]})
     return rows
 
 

@@ -40,6 +40,7 @@ from broker.config import NodeConfig
 from broker.formation import form_or_join
 from broker.limits import ReplicatedVhostLimits, peer_counter
 from broker.metadata import CLUSTER_NAME, PROJECTION
+from broker.queue_code import machine_for_code
 from broker.registry import MetadataRegistry
 from broker.running import RUNNING, broker_of
 from broker.startup import posix_reason
@@ -54,7 +55,7 @@ from fifo.machine import SUPPORTED_VERSIONS
 from ra import api
 from ra import system as ra_system
 from ra.durable import make_dirs, open_private
-from ra.system import disk_system_config, registered_servers_local
+from ra.system import disk_system_config, registered_config_local, registered_servers_local
 from releases import lookup
 from supervision import supervisor
 
@@ -155,12 +156,16 @@ class MetadataServer(ProjectionServer):
 
 def _recover_queue_members(broker: BrokerNode) -> None:
     """As ``rabbit_quorum_queue:recover`` at boot: restart every queue member this node
-    has durable state for (a node without a data dir has none)."""
+    has durable state for (a node without a data dir has none), on the ``rabbit_fifo``
+    code of this node's release (`broker.queue_code`)."""
     me = broker.node.name
     for name in registered_servers_local(RA_SYSTEM):
         if name == CLUSTER_NAME or actors.whereis(name) is not None:
             continue
-        result = api.restart_server(RA_SYSTEM, (name, me))
+        persisted = registered_config_local(RA_SYSTEM, name) or {}
+        mutable = None if "machine" not in persisted else {
+            "machine": machine_for_code(persisted["machine"], broker.release.machine_version)}
+        result = api.restart_server(RA_SYSTEM, (name, me), mutable)
         if result != "ok":
             log.warning("queue member %s not restarted: %r", name, result)
 

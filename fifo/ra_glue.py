@@ -142,8 +142,14 @@ class QueueMachine:
         return self.inner.version()
 
     def which_module(self, version: int) -> QueueMachine:
+        """The module of `version`; code knows no version newer than its own (as a
+        4.2 node's ``rabbit_fifo:which_module(8)`` has no clause), so a member whose
+        snapshot is newer than its code fails to start."""
         if version == self.inner.machine_version:
             return self
+        if version > self.inner.machine_version:
+            raise ValueError(f"rabbit_fifo machine version {version} is newer than this "
+                             f"code ({self.inner.machine_version})")
         return QueueMachine(self.config, version)
 
     def init(self, ra_config: Mapping[str, Any]) -> RabbitFifoState:

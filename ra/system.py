@@ -225,6 +225,13 @@ def restart_server_local(system: str, name: str, mutable: dict[str, Any] | None)
     return start_server_local(system, config, new=False)
 
 
+def registered_config_local(system: str, name: str) -> dict[str, Any] | None:
+    """The config a registered server was started with (what ``restart_server``
+    re-reads), or None: a node picks the machine code it restarts the member with."""
+    handle = lookup(actors.get_node(), system)
+    return None if handle is None else handle.disk.config_for(name)
+
+
 def registered_servers_local(system: str) -> list[str]:
     """Names of the servers the system on this node has durable state for."""
     handle = lookup(actors.get_node(), system)
