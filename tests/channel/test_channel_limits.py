@@ -25,6 +25,7 @@ from channel.limits.limits import (
 )
 from channel.queue_types.queue_registry import QueueRecord
 from channel.queue_types.quorum.quorum_queue import QuorumBackend
+from releases import DEFAULT_SERIES, RELEASES
 
 
 @dataclass
@@ -205,6 +206,8 @@ def test_validation_texts(definition: Any, keys: tuple[str, ...], name: str,
 
 class FullRegistry:
     """A queue registry holding two quorum queues of `/`; creating one is a test failure."""
+
+    release = RELEASES[DEFAULT_SERIES]
 
     def __init__(self) -> None:
         self.records = [QueueRecord("/", n, True, {"x-queue-type": "quorum"}, f"%2F_{n}", ())
