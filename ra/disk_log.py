@@ -366,19 +366,23 @@ class DiskLog(LogBase):
         prev = self._last
         self._make_room(entries[0][0])
         pending = self._pending
-        tid = None
+        runs: list[WalWrite] = []
         for entry in entries:
             idx = entry[0]
             if idx != self._last + 1:
                 raise ValueError(f"non-contiguous write at {idx}")
-            t = self._insert(entry)
-            if tid is not None and t != tid:
-                raise AssertionError("one write went into two mem tables")
-            tid = t
+            tid = self._insert(entry)
+            if runs and runs[-1][0] == tid:
+                runs[-1][2].append(entry)
+            else:  # the first, or the table filled up: a run per table
+                runs.append((tid, prev if not runs else self._last, [entry]))
             self._last = idx
             pending = ra_seq.append(idx, pending)
         self._pending = pending
-        self._wal_out.append((tid, prev, own_batch(entries)))
+        if len(runs) == 1:
+            self._wal_out.append((runs[0][0], prev, own_batch(entries)))
+        else:
+            self._wal_out.extend(runs)
 
     def _resend_writes(self, first: int, last: int) -> list[WalWrite]:
         """Send ``first..last`` again, each run to the table that holds it
@@ -538,6 +542,20 @@ class DiskLog(LogBase):
         for tid, flushed_seq in reversed(flushed):
             self._ets.record_flushed(self.uid, tid, flushed_seq)
         self._drop_segments_upto(self._first - 1)
+        self._written_by_segments(refs)
+
+    def _written_by_segments(self, refs: list[ra_segment.SegRef]) -> None:
+        """A segment beyond ``last_written`` holding this log's entry at its end means
+        the WAL's ``written`` was overtaken by the flush: what it holds is durable."""
+        if not refs:
+            return
+        name, (_lo, hi) = max(refs, key=lambda ref: ref[1][1])
+        if not self._last_written[0] < hi <= self._last:
+            return
+        term = self.fetch_term(hi)
+        if term is not None and self._reader.term(os.path.join(self.dir, name), hi) == term:
+            self._last_written = (hi, term)
+            self._pending = ra_seq.floor(hi + 1, self._pending)
 
     # ---- driver side ------------------------------------------------------
 

@@ -33,6 +33,9 @@ from ra.types import Entry
 
 #: a deleted or never-written slot of a table
 _HOLE = None
+#: Ra's ``?MAX_MEMTBL_ENTRIES``: a table holding more rows takes no more; the log
+#: opens a successor, as for an overwrite
+MAX_MEM_TABLE_ENTRIES = 1_000_000
 
 
 class MemTable:
@@ -65,10 +68,11 @@ class MemTable:
 
     def insert(self, entry: Entry) -> bool:
         """Add `entry` above every index written so far; False if its index is
-        not above ``last`` (``{error, overwriting}``: the caller opens a successor)."""
+        not above ``last`` (``{error, overwriting}``) or the table is full
+        (``{error, limit_reached}``): the caller opens a successor."""
         idx = entry[0]
         last = self.last
-        if idx <= last:
+        if idx <= last or self.size > MAX_MEM_TABLE_ENTRIES:
             return False
         slots = self._slots
         if self.start is None:

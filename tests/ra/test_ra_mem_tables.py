@@ -13,8 +13,12 @@ import os
 import types
 from typing import Any
 
+import pytest
+
 import actors
 from actors import Node, gen_server
+from ra import log_ets
+from ra import segment as ra_segment
 from ra import wal as ra_wal
 from ra.disk_log import DiskLog
 from ra.disk_store import DiskStore
@@ -289,3 +293,47 @@ def test_deleting_a_server_deletes_every_table_of_it(tmp_path: Any) -> None:
     store.forget(UID)
     assert ets.table(old.tid) is None and ets.table(new.tid) is None
     assert UID not in ets.mem_tables
+
+
+def test_a_full_table_is_succeeded_by_a_new_one(
+    node: Node, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the row limit a table takes no more (``limit_reached``): the write goes on
+    in a successor, one WAL write per table."""
+    monkeypatch.setattr(log_ets, "MAX_MEM_TABLE_ENTRIES", 3)
+    with node.attached():
+        stack = Stack(str(tmp_path)).start()
+        log = open_log(stack)
+        log.write(es(1, 6))
+        writes = log.take_wal_appends()
+        tables = log.mem_tables()
+        assert [(t.start, t.last) for t in tables] == [(5, 6), (1, 4)]
+        assert [(tid, prev, [e[0] for e in batch]) for tid, prev, batch in writes] == [
+            (tables[1].tid, 0, [1, 2, 3, 4]), (tables[0].tid, 4, [5, 6])]
+        assert log.fold(1, 6) == es(1, 6)
+        stack.stop_all()
+
+
+def test_a_segment_that_overtakes_the_written_event_confirms_what_it_holds(
+    tmp_path: Any
+) -> None:
+    d = str(tmp_path / UID)
+    log = DiskLog.open(d, UID, LogEts())
+    log.write(es(1, 4))
+    (tid, _prev, _batch), = log.take_wal_appends()
+    assert log.last_written() == (0, 0) and log.pending() == [(1, 4)]
+    ref = ra_segment.write(d, 1, es(1, 4))  # flushed before the WAL's event came
+    log.handle_event(("segments", [(tid, [(1, 4)])], [ref]))
+    assert log.last_written() == (4, 1) and log.pending() == []
+    log.handle_event(("written", 1, [(1, 4)]))  # late, and harmless
+    assert log.last_written() == (4, 1) and log.pending() == []
+
+
+def test_a_segment_of_overwritten_entries_confirms_nothing(tmp_path: Any) -> None:
+    d = str(tmp_path / UID)
+    log = DiskLog.open(d, UID, LogEts())
+    log.write(es(1, 4, term=2))
+    log.take_wal_appends()
+    ref = ra_segment.write(d, 1, es(1, 4, term=1))  # the older term's flush
+    log.handle_event(("segments", [], [ref]))
+    assert log.last_written() == (0, 0)
