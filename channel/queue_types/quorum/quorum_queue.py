@@ -252,6 +252,7 @@ class QuorumSession:
                 raise self._not_found(name)
             return DeclareOk(name, *self._stat(record, STAT_TIMEOUT))
         args = {k: v for k, v in arguments.items() if k != "x-name-prefix"}
+        named = "x-queue-type" in args
         args["x-queue-type"] = declared_type(args, durable=durable, exclusive=exclusive,
                                              auto_delete=auto_delete,
                                              default=self.b.queue_type_default(self.vhost))
@@ -259,9 +260,10 @@ class QuorumSession:
             # an existing classic queue compares the (filled-in) type like any argument
             return self.classic.declare(name, passive=False, durable=durable,
                                         exclusive=exclusive, auto_delete=auto_delete,
-                                        arguments=args)
+                                        arguments=self._classic_args(args, named))
         if record is None and args["x-queue-type"] in ("classic", "stream"):
-            return self._declare_classic(name, durable, exclusive, auto_delete, args)
+            return self._declare_classic(name, durable, exclusive, auto_delete,
+                                         self._classic_args(args, named))
         if args["x-queue-type"] == "quorum":
             check_queue_name(name)
         if record is not None:
@@ -278,9 +280,17 @@ class QuorumSession:
             return self._existing(record, durable, exclusive, auto_delete, args)
         return DeclareOk(name, 0, 0)
 
+    def _classic_args(self, args: dict[str, Any], named: bool) -> dict[str, Any]:
+        """A classic declare's arguments: 3.10 fills in no type the client did not name
+        unless the vhost has a default queue type (`declare_records_queue_type`)."""
+        if named or self.b.registry.release.declare_records_queue_type \
+                or self.b.vhost_default_queue_type(self.vhost) is not None:
+            return args
+        return {k: v for k, v in args.items() if k != "x-queue-type"}
+
     def _declare_classic(self, name: str, durable: bool, exclusive: bool, auto_delete: bool,
                          args: dict[str, Any]) -> DeclareOk:
-        kind = args["x-queue-type"]
+        kind = args.get("x-queue-type", "classic")
         if self.classic is None or kind != "classic":  # streams are not supported
             raise AmqpError(
                 "PRECONDITION_FAILED",

@@ -1,0 +1,89 @@
+"""Three warren nodes with `rabbitmq_version: "3.10"`, seen through pika.
+
+Each expectation is what a real RabbitMQ 3.10.8 answered to the same steps
+(`tests/differential` runs them against both): a quorum queue declared without a
+limit has none, so a message requeued 25 times is delivered a 26th time; a
+requeued message goes to the back of the queue with `x-delivery-count` one higher;
+`basic.get` always carries `x-delivery-count` while a consumer's first delivery
+carries none; and a classic queue redeclared as a quorum queue is refused for a
+type argument it does not have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pika.exceptions as pex
+import pytest
+
+from tests.broker.amqp_support import QQ, Amqp
+from tests.broker.broker_support import BrokerProc, running_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
+    with running_cluster(tmp_path_factory.mktemp("cluster310"),
+                         extra=["--rabbitmq-version", "3.10"]) as nodes:
+        yield nodes
+
+
+def header(props: Any) -> Any:
+    return (props.headers or {}).get("x-delivery-count")
+
+
+def test_the_broker_says_it_is_3_10_8(amqp: Amqp) -> None:
+    conn = amqp.blocking(1)
+    props = conn._impl.server_properties
+    assert (props["product"], props["version"], props["platform"]) == (
+        "RabbitMQ", "3.10.8", "Erlang/OTP 25.2.3")
+
+
+def test_a_message_requeued_25_times_is_still_delivered(amqp: Amqp, queue: str) -> None:
+    amqp.declare(queue)
+    ch = amqp.blocking(0).channel()
+    ch.confirm_delivery()
+    ch.basic_publish("", queue, b"poison")
+    ch.basic_qos(prefetch_count=1)
+    seen: list[tuple[bool, Any]] = []
+
+    def on_message(c: Any, method: Any, props: Any, _body: bytes) -> None:
+        seen.append((bool(method.redelivered), header(props)))
+        if len(seen) <= 25:
+            c.basic_nack(method.delivery_tag, requeue=True)
+        else:
+            c.basic_ack(method.delivery_tag)
+            c.stop_consuming()
+
+    ch.basic_consume(queue, on_message)
+    ch.connection.call_later(60, ch.stop_consuming)
+    ch.start_consuming()
+    assert seen == [(False, None), *((True, n) for n in range(1, 26))]
+    assert ch.queue_declare(queue, passive=True).method.message_count == 0
+
+
+def test_a_requeued_message_goes_to_the_back_counted(amqp: Amqp, queue: str) -> None:
+    amqp.declare(queue)
+    ch = amqp.blocking(1).channel()
+    ch.confirm_delivery()
+    for body in (b"a", b"b", b"c"):
+        ch.basic_publish("", queue, body)
+    got = []
+    for _ in range(4):
+        method, props, body = ch.basic_get(queue)
+        got.append((body, method.redelivered, header(props)))
+        ch.basic_nack(method.delivery_tag, requeue=True)
+    assert got == [(b"a", False, 0), (b"b", False, 0), (b"c", False, 0), (b"a", True, 1)]
+
+
+def test_a_classic_queue_redeclared_as_quorum(amqp: Amqp, queue: str) -> None:
+    conn = amqp.blocking(0)
+    conn.channel().queue_declare(queue, durable=True)
+    amqp.queues.append(queue)
+    conn.channel().queue_declare(queue, durable=True)  # the same again is fine
+    with pytest.raises(pex.ChannelClosedByBroker) as info:
+        conn.channel().queue_declare(queue, durable=True, arguments=QQ)
+    assert (info.value.reply_code, info.value.reply_text) == (
+        406, f"PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue '{queue}' "
+             "in vhost '/': received the value 'quorum' of type 'longstr' but current is none")
+
