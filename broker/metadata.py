@@ -43,6 +43,7 @@ from channel.exchanges.exchange import Topology, _VHost
 from channel.queue_types.classic.classic_directory import ClassicRecord
 from channel.queue_types.queue_args import Declared, check_equivalence
 from channel.queue_types.queue_registry import QueueRecord
+from releases import DEFAULT_SERIES, RELEASES
 
 __all__ = [
     "CLUSTER_NAME",
@@ -326,9 +327,12 @@ class MetadataMachine:
             return s, ("existing", table[key]), []
         if key in s.queues:  # a quorum queue of that name came first
             existing = s.queues[key]
+            # a replicated decision, the same on every member whatever its release:
+            # the default release's argument list (3.10 to 4.2 share it)
             check_equivalence(record.name, record.vhost,
                               Declared(existing.durable, False, existing.arguments),
-                              Declared(record.durable, record.auto_delete, record.arguments))
+                              Declared(record.durable, record.auto_delete, record.arguments),
+                              RELEASES[DEFAULT_SERIES].quorum_queue_arguments)
             return s, ("existing", None), []
         return (replace(s, classic_queues={**table, key: record}), ("created", record), [])
 
