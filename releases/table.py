@@ -134,6 +134,13 @@ class Release:
     but current is 'classic'`; 3.10 fills it in only from a vhost's default queue type,
     and the refusal reads `received the value 'quorum' of type 'longstr' but current
     is none`."""
+    unknown_exchange_type_error: str = "PRECONDITION_FAILED"
+    """What `rabbit_exchange:check_type` answers an exchange.declare naming an unknown
+    type with: 406 PRECONDITION_FAILED in 4.x, 503 COMMAND_INVALID (a connection
+    error) in 3.10."""
+    dead_letter_key_drops_cc: bool = False
+    """Whether a message dead-lettered with a `dead-letter-routing-key` loses its `CC`
+    header (3.10's `rabbit_dead_letter:make_msg`); 4.x's message container keeps it."""
 
     def permits(self, feature: str) -> bool:
         """Whether a deprecated feature is permitted when the node's config is silent."""
@@ -177,7 +184,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         content_header_size_check=False,
         deprecated_features=MappingProxyType({}), quorum_queue_arguments=_QQ_ARGUMENTS,
         classic_confirm_after_fsync=True, classic_home_down_retries=0,
-        declare_records_queue_type=False),
+        declare_records_queue_type=False, unknown_exchange_type_error="COMMAND_INVALID",
+        dead_letter_key_drops_cc=True),
     "4.0": Release(
         series="4.0",
         server=ServerIdentity("RabbitMQ", "4.0.5", _OTP_27,

@@ -352,6 +352,10 @@ class ChannelProcess:
 
     def exchange_declare(self, m: Any, _c: Content | None) -> None:
         name = _strip(m.exchange)
+        if not m.passive and m.exchange_type not in EXCHANGE_TYPES:
+            # the type is checked first; the release says how the refusal is sent
+            raise AmqpError(self.cfg.release.unknown_exchange_type_error,
+                            f"unknown exchange type '{m.exchange_type}'")
         self._exchange_declare_access(name, m)
         self.ctx.topology.declare(
             self.vhost, name, m.exchange_type, passive=m.passive,

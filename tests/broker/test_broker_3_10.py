@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pika
 import pika.exceptions as pex
 import pytest
 
 from tests.broker.amqp_support import QQ, Amqp
-from tests.broker.broker_support import BrokerProc, running_cluster
+from tests.broker.broker_support import BrokerProc, eventually, running_cluster
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +88,32 @@ def test_a_classic_queue_redeclared_as_quorum(amqp: Amqp, queue: str) -> None:
         406, f"PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue '{queue}' "
              "in vhost '/': received the value 'quorum' of type 'longstr' but current is none")
 
+
+
+def test_an_unknown_exchange_type_closes_the_connection(amqp: Amqp) -> None:
+    conn = amqp.blocking(0)
+    with pytest.raises(pex.ConnectionClosedByBroker) as info:
+        conn.channel().exchange_declare("x-3-10-sideways", "sideways")
+    assert (info.value.reply_code, info.value.reply_text) == (
+        503, "COMMAND_INVALID - unknown exchange type 'sideways'")
+
+
+def test_a_dead_letter_routed_by_the_queues_key_loses_its_cc_header(amqp: Amqp,
+                                                                   queue: str) -> None:
+    target = f"{queue}-dead"
+    amqp.declare(target)
+    amqp.declare(queue, **{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": target})
+    ch = amqp.blocking(0).channel()
+    ch.confirm_delivery()
+    ch.basic_publish("", queue, b"r1", pika.BasicProperties(headers={"CC": ["elsewhere"],
+                                                                     "app": "probe"}))
+    method, _props, _body = ch.basic_get(queue)
+    ch.basic_reject(method.delivery_tag, requeue=False)
+
+    def dead() -> Any:
+        return ch.basic_get(target, auto_ack=True)
+
+    got = eventually(lambda: (lambda r: r if r[0] is not None else None)(dead()))
+    headers = got[1].headers
+    assert "CC" not in headers and headers["app"] == "probe"
+    assert headers["x-death"][0]["routing-keys"] == [queue, "elsewhere"]

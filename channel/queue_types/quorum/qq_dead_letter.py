@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import actors
@@ -92,6 +93,8 @@ class DeadLetterPublisher:
         dead = msg.mc_record_death(reason, source, now)
         dead = dead.mc_set_annotation("routing_keys", keys).mc_set_annotation(
             "exchange", exchange)
+        if routing_key is not None and self.registry.release.dead_letter_key_drops_cc:
+            dead = _without_cc(dead)
         routed = self.topology.route(vhost, exchange, list(keys), dead.headers())
         records = {q: self.registry.lookup(vhost, q) for q in routed}
         classic = {q: self.classic.lookup(vhost, q) for q, r in records.items()
@@ -108,6 +111,15 @@ class DeadLetterPublisher:
                 continue
             server = record.leader or record.servers[0]
             api.pipeline_command(server, make_enqueue(None, None, dead))
+
+
+def _without_cc(msg: QqMessage) -> QqMessage:
+    """3.10: a dead letter sent with the queue's own routing key loses its `CC` header."""
+    props = Content(msg.properties_bin, msg.body, msg.class_id).properties()
+    if not props.headers or "CC" not in props.headers:
+        return msg
+    props.headers = {k: v for k, v in props.headers.items() if k != "CC"}
+    return replace(msg, properties_bin=props.marshal())
 
 
 def _persistent(msg: QqMessage) -> bool:
