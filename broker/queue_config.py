@@ -16,6 +16,7 @@ from typing import Any
 from broker.policy import effective
 from channel.queue_types.queue_registry import QueueRecord
 from channel.queue_types.quorum.qq_dead_letter import handler
+from channel.queue_types.quorum.qq_release_config import release_machine_config
 from releases import Release
 
 __all__ = ["dead_letter_handler", "machine_config", "queue_resource", "ra_name"]
@@ -71,4 +72,5 @@ def machine_config(record: QueueRecord, created_ms: int, release: Release) -> di
         "expires": effective("expires", args, policy),
         "msg_ttl": effective("message-ttl", args, policy),
         "created": created_ms,
+        **release_machine_config(args, policy, release),
     }

@@ -40,6 +40,7 @@ from channel.queue_types.backend import (
     Action,
     Block,
     ConsumerCancelled,
+    ConsumerReleased,
     ConsumeSpec,
     Deliver,
     Message,
@@ -48,7 +49,7 @@ from channel.queue_types.backend import (
     Settled,
     Unblock,
 )
-from channel.queue_types.consumer_timeout import timed_out
+from channel.queue_types.consumer_timeout import released_error, timed_out
 from channel.queue_types.queue_args import MAX_EXPIRY
 
 __all__ = ["ChannelProcess", "ConnectionInfo", "channel_main", "parse_expiration"]
@@ -516,7 +517,7 @@ class ChannelProcess:
         limited = self.global_prefetch > 0
         spec = ConsumeSpec(tag, not m.no_ack, self.consumer_prefetch, m.exclusive,
                            dict(m.arguments or {}), limited,
-                           self.limiter if limited else None)
+                           self.limiter if limited else None, self.cfg.consumer_timeout)
         # every refusal comes before consume-ok (rabbit_amqqueue:basic_consume), the
         # queue's own too: a queue sends consume-ok once it has taken the consumer, and
         # its deliveries reach this process after this handler, so after consume-ok
@@ -741,6 +742,8 @@ class ChannelProcess:
                 self.queue_gone(action.queue)
             elif isinstance(action, ConsumerCancelled):
                 self.server_cancel(action.consumer_tag)
+            elif isinstance(action, ConsumerReleased):
+                self.consumer_released(action)
             else:
                 assert_never(action)
         self._maybe_complete_tx()
@@ -780,6 +783,24 @@ class ChannelProcess:
             return
         if self.conn.capabilities.get("consumer_cancel_notify") is True:
             self.write(Out.of(C.Basic.Cancel, consumer_tag=tag, nowait=True))
+
+    def consumer_released(self, action: ConsumerReleased) -> None:
+        """4.3: the queue timed the consumer out and took its deliveries back
+        (`rabbit_channel:handle_queue_actions`). A client that understands
+        `basic.cancel` is sent one; the consumer stays registered here, so late
+        acks of its deliveries are still taken. Any other client's channel is closed
+        with 406, the timeout given as -1."""
+        if action.reason != "timeout":
+            return
+        tag = action.consumer_tag
+        if self.conn.capabilities.get("consumer_cancel_notify") is True and tag in self.consumers:
+            self.write(Out.of(C.Basic.Cancel, consumer_tag=tag, nowait=True))
+            return
+        log.warning("consumer '%s' on channel %s and %s has timed out waiting for a consumer "
+                    "acknowledgement of a delivery with message id of %s. Timeout used: -1 ms",
+                    tag, self.number, rs("queue", action.queue, self.vhost),
+                    action.msg_ids[0] if action.msg_ids else None)
+        self.raise_error(released_error(self.number))
 
     def queue_gone(self, queue: str) -> None:
         for tag in [t for t, (q, _) in self.consumers.items() if q == queue]:

@@ -25,6 +25,7 @@ __all__ = [
     "Action",
     "Block",
     "ConsumerCancelled",
+    "ConsumerReleased",
     "DeclareOk",
     "Deliver",
     "Delivery",
@@ -143,7 +144,19 @@ class ConsumerCancelled:
     consumer_tag: str
 
 
-Action = Settled | Rejected | Deliver | Block | Unblock | QueueEol | ConsumerCancelled
+@dataclass(frozen=True, slots=True)
+class ConsumerReleased:
+    """The queue took these deliveries back from a consumer (4.3's consumer timeout:
+    `reason` "timeout"); the channel cancels the consumer."""
+
+    queue: str
+    consumer_tag: str
+    msg_ids: tuple[Any, ...]
+    reason: str
+
+
+Action = (Settled | Rejected | Deliver | Block | Unblock | QueueEol | ConsumerCancelled
+          | ConsumerReleased)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +170,9 @@ class ConsumeSpec:
     limiter: Any = None
     """The channel's limiter process while a global qos is set: a classic queue asks
     it before each ack-required delivery to this consumer (`channel.limits.limiter`)."""
+    node_timeout: int | None = None
+    """The node's `consumer_timeout`: a queue that times out its own consumers (4.3's
+    quorum queues) uses it when neither the consumer nor the queue names one."""
 
 
 __all__ += ["ConsumeSpec"]

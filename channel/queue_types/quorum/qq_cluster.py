@@ -17,6 +17,7 @@ from typing import Any
 from channel.errors import AmqpError, rs
 from channel.queue_types.queue_registry import ServerId
 from channel.queue_types.quorum.qq_dead_letter import handler
+from channel.queue_types.quorum.qq_release_config import release_machine_config
 from fifo.ra_glue import QueueMachine, machine_config
 from ra import api
 from releases import Release
@@ -51,7 +52,8 @@ def fifo_config(vhost: str, name: str, arguments: Mapping[str, Any],
     """The full machine config a declare passes (policies are not applied yet).
 
     Without an `x-delivery-limit` the limit is `release`'s default (20 from 4.0,
-    none in 3.10).
+    none in 3.10). 4.3 adds the disconnected-consumer timeout and delayed retry
+    (`channel.queue_types.quorum.qq_release_config`).
 
     `reject-publish-dlx` is refused by quorum queues with a warning and the
     default `drop-head` is used. Dead lettering follows the
@@ -76,6 +78,7 @@ def fifo_config(vhost: str, name: str, arguments: Mapping[str, Any],
             arguments.get("x-dead-letter-strategy"), str(arguments.get("x-overflow", "drop-head")),
             queue_resource(vhost, name)),
         created=created_ms,
+        **release_machine_config(arguments, {}, release),
     )
 
 

@@ -31,6 +31,7 @@ from channel.limits.limits import QueueLimits
 from channel.queue_types.backend import (
     Action,
     Block,
+    ConsumerReleased,
     ConsumeSpec,
     DeclareOk,
     Deliver,
@@ -45,7 +46,7 @@ from channel.queue_types.backend import (
     Unblock,
 )
 from channel.queue_types.consumer_args import check_consume_arguments, consumer_priority
-from channel.queue_types.consumer_timeout import queue_timeout
+from channel.queue_types.consumer_timeout import consumer_timeout, queue_timeout
 from channel.queue_types.qq_message import QqMessage
 from channel.queue_types.queue_args import (
     Declared,
@@ -402,9 +403,14 @@ class QuorumSession:
         if q is None:
             raise self._not_found(name)
         priority = consumer_priority(spec.arguments)
-        meta = {"ack": spec.ack_required, "prefetch": spec.prefetch,
-                "args": list(spec.arguments.items()), "username": self.user,
-                "priority": priority}
+        meta: dict[str, Any] = {"ack": spec.ack_required, "prefetch": spec.prefetch,
+                                "args": list(spec.arguments.items()), "username": self.user,
+                                "priority": priority}
+        if self.b.registry.release.consumer_timeout_enforcer == "queue":
+            # 4.3: the queue times the consumer out, so it is told the timeout
+            record = self._record(name) or q.record  # the policy in force now
+            meta["timeout"] = consumer_timeout(spec.arguments, record.arguments,
+                                               record.policy, spec.node_timeout)
         tag = spec.consumer_tag
         out = self._run(q, lambda r: client.checkout(
             tag, ("simple_prefetch", spec.prefetch), meta, q.client, r))
@@ -554,6 +560,8 @@ class QuorumSession:
                     self._trace_soft_limit("soft_limit_off", name)
                 case ("settled", _q, corrs):
                     actions.append(Settled(name, tuple(corrs)))
+                case ("released", _q, tag, msg_ids, reason):
+                    actions.append(ConsumerReleased(name, tag, tuple(msg_ids), reason))
                 case ("deliver", tag, ack, msgs):
                     deliveries = tuple(Delivery(mid, self._to_message(m), redelivered)
                                        for _q, _ref, mid, redelivered, m in msgs)
