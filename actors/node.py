@@ -320,6 +320,11 @@ class Node:
         creation = self._peers_up.get(pid.node)
         return creation is not None and creation != pid.creation
 
+    def is_stale(self, pid: Pid) -> bool:
+        """Whether `pid` belongs to an earlier incarnation of a node this one is connected
+        to (the node restarted since): no process of it can be alive."""
+        return self._stale(pid)
+
     def _dist(self, peer: str, signal: tuple[Any, ...]) -> None:
         transport = self.transport
         if transport is None or self.stopped:

@@ -6,7 +6,9 @@ non-durable queues are gone."""
 from __future__ import annotations
 
 import signal
+import threading
 from pathlib import Path
+from typing import Any
 
 import pika
 import pika.exceptions
@@ -146,5 +148,43 @@ def test_a_durable_queue_deleted_while_its_node_was_down_does_not_come_back(
         assert err.value.reply_code == 404
         assert not list((home.data_dir / "msg_stores" / "vhosts").iterdir())
         conn.close()
+    finally:
+        stop_all(nodes)
+
+
+def test_an_operation_waiting_for_a_durable_queues_home_node_succeeds_once_it_is_back(
+        tmp_path: Path) -> None:
+    """RabbitMQ 4.x tries an operation on a queue whose home node is down again for
+    about a minute: if the node restarts meanwhile, the operation waits until the
+    queue is recovered there and then answers as usual."""
+    nodes = plan(3, tmp_path)
+    home, other, _third = nodes
+    try:
+        start_cluster(nodes)
+        conn = connect(home)
+        ch = conn.channel()
+        ch.queue_declare("awaited", durable=True, arguments={"x-queue-type": "classic"})
+        ch.confirm_delivery()
+        ch.basic_publish("", "awaited", b"kept", pika.BasicProperties(delivery_mode=2))
+        _kill(home)
+
+        answer: list[Any] = []
+
+        def passive_declare() -> None:
+            c = connect(other)
+            try:
+                answer.append(c.channel().queue_declare("awaited", passive=True).method)
+            except BaseException as exc:  # reported by the test, not lost in the thread
+                answer.append(exc)
+            finally:
+                if c.is_open:
+                    c.close()
+        waiting = threading.Thread(target=passive_declare)
+        waiting.start()
+        _restart(home, nodes)
+        waiting.join(120)
+        assert len(answer) == 1
+        assert not isinstance(answer[0], BaseException), answer[0]
+        assert answer[0].message_count == 1
     finally:
         stop_all(nodes)

@@ -219,8 +219,13 @@ class _Crashed(AmqpError):
 
 
 def _home_up(record: ClassicRecord) -> bool:
-    """Whether the queue's home node is this node or one connected to it."""
-    return record.node == actors.node() or record.node in actors.nodes()
+    """Whether the queue's home node is this node, or one connected to it that has
+    recovered the queue: a record naming a process of the node's earlier life means
+    the node restarted and has not taken the queue back yet (it is still down for
+    the queue's clients)."""
+    node = actors.get_node()
+    return record.node == node.name or (node.is_connected(record.node)
+                                        and not node.is_stale(record.pid))
 
 
 def _raise(reply: e.Reply) -> e.Reply:
