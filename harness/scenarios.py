@@ -342,11 +342,12 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         "classic-rpc",
         "RPC over classic queues: clients publish persistent requests with confirms to "
         "a durable classic work queue, each connection with an exclusive server-named "
-        "reply queue; servers reply and ack. n1, the work queue's home (queues are "
-        "declared there), is SIGKILLed for 4 s; its clients reconnect to other nodes.",
+        "reply queue; servers, slower than the clients, reply and ack, so requests wait "
+        "in the queue. n1, the work queue's home (queues are declared there), is "
+        "SIGKILLed for 4 s; its clients reconnect to other nodes.",
         queues=(QueueSpec("work", queue_type="classic"),),
-        clients=(ClientSpec("rpc_client", "work", count=2, rate=20),
-                 ClientSpec("rpc_server", "work", count=2, prefetch=10)),
+        clients=(ClientSpec("rpc_client", "work", count=2, rate=25),
+                 ClientSpec("rpc_server", "work", count=2, prefetch=2, ack_delay_s=0.1)),
         faults=(FaultSpec("kill", 6, 4, "node:n1"),),
         duration_s=20, expect={"total_queue": "pass", "ordering_channel_fifo": "pass"},
     ),
