@@ -294,6 +294,38 @@ def basic_get(t: Target) -> Any:
         conn.close()
 
 
+def requeue_without_limit(t: Target) -> Any:
+    """A quorum queue declared without `x-delivery-limit`, its message nacked with
+    requeue by a consumer 25 times: each delivery's redelivered flag and
+    `x-delivery-count`, and whether the message is still there (3.10 has no default
+    limit; 4.x drops it after the 21st delivery)."""
+    conn = connect(t)
+    try:
+        ch = conn.channel()
+        ch.queue_declare("rq-many", durable=True, arguments=QQ)
+        ch.confirm_delivery()
+        ch.basic_publish("", "rq-many", b"again")
+        ch.basic_qos(prefetch_count=1)
+        seen: list[list[Any]] = []
+
+        def on_message(c: Any, method: Any, props: Any, _body: bytes) -> None:
+            seen.append([bool(method.redelivered), (props.headers or {}).get("x-delivery-count")])
+            if len(seen) <= 25:
+                c.basic_nack(method.delivery_tag, requeue=True)
+            else:
+                c.basic_ack(method.delivery_tag)
+
+        ch.basic_consume("rq-many", on_message)
+        count = -1
+        while len(seen) != count and len(seen) <= 25:  # until it stops coming back
+            count = len(seen)
+            conn.process_data_events(2)
+        return {"deliveries": seen,
+                "left": ch.queue_declare("rq-many", passive=True).method.message_count}
+    finally:
+        conn.close()
+
+
 def leader_kill(t: Target) -> Any:
     """Publish with confirms through a follower's node while the leader's node is
     killed: nothing confirmed is lost, and what each client sees."""
@@ -420,6 +452,7 @@ PROBES: dict[str, Callable[[Target], Any]] = {
     "length_limits": length_limits,
     "single_active_consumer": single_active_consumer,
     "basic_get": basic_get,
+    "requeue_without_limit": requeue_without_limit,
     # last: it kills a node of each cluster
     "leader_kill": leader_kill,
 }

@@ -1,10 +1,11 @@
 """Real RabbitMQ clusters for the differential tests, one starter per release series.
 
-4.0 is Debian 13's rabbitmq-server package (4.0.5) run by hand in a Debian 13 chroot
-by the repository's `scripts/rabbitmq4/` (which build the chroot the first time,
-as root). A series is one more entry in `STARTERS`: a context manager that yields
-the AMQP ports of a running three-node cluster and a way to kill a node, and stops
-everything however the tests end.
+3.10 is Debian 12's rabbitmq-server package (3.10.8), started as the calling user
+by `bench.rabbitmq_local`. 4.0 is Debian 13's rabbitmq-server package (4.0.5) run
+by hand in a Debian 13 chroot by the repository's `scripts/rabbitmq4/` (which build
+the chroot the first time, as root). A series is one more entry in `STARTERS`: a
+context manager that yields the AMQP ports of a running three-node cluster and a way
+to kill a node, and stops everything however the tests end.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import random
 import signal
 import socket
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from bench.rabbitmq_local import rabbitmq_cluster
 from tests.differential.probes import Target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +73,21 @@ def rabbitmq4(nodes: int = 3) -> Iterator[Target]:
                        stdout=subprocess.DEVNULL)
 
 
+@contextmanager
+def rabbitmq310(nodes: int = 3) -> Iterator[Target]:
+    """A fresh `nodes`-node RabbitMQ 3.10.8 cluster: Debian 12's package, run by
+    `bench.rabbitmq_local` as the calling user in a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="differential-310-") as root, \
+            rabbitmq_cluster(Path(root), nodes) as cluster:
+        def kill(index: int) -> None:
+            os.kill(cluster.vm_pids()[index], signal.SIGKILL)
+
+        yield Target(f"RabbitMQ {cluster.version()}", [n.amqp_port for n in cluster.nodes],
+                     kill)
+
+
 #: the real broker of each release series the differential tests compare warren with
 STARTERS: dict[str, Callable[[], AbstractContextManager[Target]]] = {
+    "3.10": rabbitmq310,
     "4.0": rabbitmq4,
 }
