@@ -25,15 +25,18 @@ import pika
 import pika.exceptions as pex
 import pytest
 
+import actors
 from actors import Node
 from channel.connection.config import BrokerContext, Config
 from channel.connection.listener import Listener
 from channel.protocol.framing import Content
 from channel.queue_types.backend import Message
+from channel.queue_types.classic.classic_queue import ClassicBackend
 from channel.queue_types.qq_message import QqMessage
 from channel.queue_types.quorum.qq_cluster import fifo_config
 from channel.queue_types.quorum.qq_registry import LocalRegistry
 from channel.queue_types.quorum.quorum_queue import QuorumBackend
+from classic.queue_sup import start_queue_sup
 from fifo.machine import RabbitFifo
 from ra import api
 from ra import system as ra_system
@@ -118,9 +121,11 @@ def test_only_a_release_whose_channel_enforces_it_closes_on_the_consumer_timeout
         broker.listener.stop()
 
 
-def _quorum_broker(node: Node, release: Release) -> tuple[Listener, LocalRegistry]:
+def _quorum_broker(node: Node, release: Release,
+                   classic: ClassicBackend | None = None) -> tuple[Listener, LocalRegistry]:
     registry = LocalRegistry([node.name], release=release)
-    backend = QuorumBackend(node, registry, default_queue_type="classic")  # RabbitMQ's default
+    backend = QuorumBackend(node, registry, classic=classic,
+                            default_queue_type="classic")  # RabbitMQ's default
     ctx = BrokerContext(node, backend, config=Config(silent_close_delay_ms=20,
                                                      closing_timeout_ms=2000, release=release))
     backend.on_deleted = ctx.topology.remove_queue
@@ -245,3 +250,40 @@ def test_dead_letters_carry_last_death_headers_from_the_release_that_has_them(
     if last:
         assert (headers["x-last-death-queue"], headers["x-last-death-reason"]) == (
             "q2", "expired")
+
+
+@pytest.mark.parametrize("series", ["4.2", "4.3"])
+def test_4_3_refuses_a_classic_queue_master_locator_by_default(lone_node: Node,
+                                                              series: str) -> None:
+    with lone_node.attached():
+        sup = start_queue_sup()
+        assert sup[0] == "ok", sup
+        actors.unlink(sup[1])
+    listener, _registry = _quorum_broker(lone_node, RELEASES[series], ClassicBackend(lone_node))
+
+    def declare() -> Any:
+        conn = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", listener.port, connection_attempts=1))
+        try:
+            conn.channel().queue_declare("cq", durable=True, arguments={
+                "x-queue-master-locator": "client-local"})
+        except pex.ConnectionClosedByBroker as e:
+            return (e.reply_code, e.reply_text)
+        conn.channel().queue_delete("cq")
+        conn.close()
+        return "ok"
+    try:
+        outcome = client(declare)
+    finally:
+        listener.stop()
+    if series == "4.2":
+        assert outcome == "ok"
+    else:
+        assert outcome == (541, (
+            "INTERNAL_ERROR - Feature `queue_master_locator` is deprecated.\n"
+            "By default, this feature is not permitted anymore.\n"
+            "The feature will be removed from a future major RabbitMQ version, regardless "
+            "of the configuration; actual version to be determined.\n"
+            "To continue using this feature when it is not permitted by default, set the "
+            "following parameter in your configuration:\n"
+            "    \"deprecated_features.permit.queue_master_locator = true\"")[:252] + "...")

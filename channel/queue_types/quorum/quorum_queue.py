@@ -65,6 +65,7 @@ from fifo.commands import make_purge
 from fifo.queries import query_stat
 from fifo.replica_trace import warren_id
 from ra import api
+from releases import when_denied
 
 __all__ = ["QuorumBackend", "QuorumSession"]
 
@@ -257,6 +258,8 @@ class QuorumSession:
         args["x-queue-type"] = declared_type(args, durable=durable, exclusive=exclusive,
                                              auto_delete=auto_delete,
                                              default=self.b.queue_type_default(self.vhost))
+        if args["x-queue-type"] == "classic":
+            self._check_master_locator(args)
         if record is None and self.classic is not None and self.classic.exists(name):
             # an existing classic queue compares the (filled-in) type like any argument
             return self.classic.declare(name, passive=False, durable=durable,
@@ -288,6 +291,15 @@ class QuorumSession:
                 or self.b.vhost_default_queue_type(self.vhost) is not None:
             return args
         return {k: v for k, v in args.items() if k != "x-queue-type"}
+
+    def _check_master_locator(self, args: Mapping[str, Any]) -> None:
+        """`rabbit_classic_queue:validate_arguments`: where the release denies the
+        deprecated `queue_master_locator` (4.3), `x-queue-master-locator` on a classic
+        declare (new or existing queue) is a 541 with RabbitMQ's deprecation warning."""
+        release = self.b.registry.release
+        if "x-queue-master-locator" in args and not release.permits("queue_master_locator"):
+            raise AmqpError("INTERNAL_ERROR", when_denied(
+                "queue_master_locator", release.deprecated_features["queue_master_locator"]))
 
     def _declare_classic(self, name: str, durable: bool, exclusive: bool, auto_delete: bool,
                          args: dict[str, Any]) -> DeclareOk:
