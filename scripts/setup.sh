@@ -29,14 +29,6 @@ if [ -n "$missing" ]; then
     echo "warren: missing for the management tests and examples:$missing (apt-get install$missing)" >&2
   fi
 fi
-# the differential tests compare warren with a real RabbitMQ 4.0 cluster, Debian 13's
-# package in a chroot built once (debootstrap; the mirror is this machine's apt's)
-if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-  bash "$root/scripts/rabbitmq4/setup.sh"
-else
-  echo "warren: the differential tests need root to build and enter the RabbitMQ 4.0 chroot" \
-       "(scripts/rabbitmq4/setup.sh)" >&2
-fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi

@@ -3,6 +3,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$root/scripts/setup.sh"
+# the differential tests compare warren with a real RabbitMQ 4.0 cluster: Debian 13's
+# package in a chroot, built once (debootstrap from the mirror this machine's apt uses)
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  bash "$root/scripts/rabbitmq4/setup.sh"
+else
+  echo "warren: the differential tests need root to build and enter the RabbitMQ 4.0" \
+       "chroot (scripts/rabbitmq4/setup.sh)" >&2
+fi
 cd "$root"
 ruff check .
 mypy  # the packages and settings are in pyproject.toml's [tool.mypy]
