@@ -49,6 +49,8 @@ CI_RUN = ROOT / ".ci" / "run"
 #: cluster, a workload with a fault and the Spark checks) gets the longer limit
 TIMEOUT = 180
 SCRIPT_TIMEOUT = 600
+#: seconds pytest-timeout gives a test beyond its example's own limit (for the cleanup)
+CLEANUP = 60
 _BLOCK = re.compile(r"^```(python|sh)\n(.*?)^```", re.S | re.M)
 _LOOPBACK_PORT = re.compile(r"127\.0\.0\.1:(\d{2,5})")
 _REPO_SCRIPT = re.compile(r"^bash scripts/", re.M)
@@ -70,6 +72,11 @@ class Block:
     @property
     def runs_a_repository_script(self) -> bool:
         return self.language == "sh" and _REPO_SCRIPT.search(self.code) is not None
+
+    @property
+    def timeout(self) -> int:
+        """Seconds the example may run."""
+        return SCRIPT_TIMEOUT if self.runs_a_repository_script else TIMEOUT
 
 
 def code_blocks(path: Path, root: Path = ROOT) -> list[Block]:
@@ -151,7 +158,7 @@ def run_example(block: Block) -> subprocess.CompletedProcess[str]:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         try:
-            out, err = proc.communicate(timeout=SCRIPT_TIMEOUT if script else TIMEOUT)
+            out, err = proc.communicate(timeout=block.timeout)
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)   # the example and all it started
@@ -175,7 +182,8 @@ def test_the_readme_and_docs_have_examples_that_run() -> None:
     assert any(b.language == "sh" for b in RUN)
 
 
-@pytest.mark.parametrize("block", RUN, ids=[b.where for b in RUN])
+@pytest.mark.parametrize("block", [
+    pytest.param(b, id=b.where, marks=pytest.mark.timeout(b.timeout + CLEANUP)) for b in RUN])
 def test_each_example_runs_as_written(block: Block) -> None:
     done = run_example(block)
     assert done.returncode == 0, done.stdout + done.stderr
