@@ -272,7 +272,8 @@ def set_policy(vhost: str, name: str, pattern: str, definition: dict[str, Any],
                priority: int = 0, apply_to: str = "all") -> str:
     _vhost_known(vhost)
     try:
-        p = pol.validate(vhost, name, pattern, definition, priority, apply_to)
+        p = pol.validate(vhost, name, pattern, definition, priority, apply_to,
+                         broker_of().release.quorum_queue_arguments)
     except pol.PolicyError as exc:
         raise CtlError(str(exc))
     broker_of().metadata.command(("set_policy", p))

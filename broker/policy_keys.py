@@ -12,13 +12,15 @@ The keys are those of RabbitMQ 4.0. warren's quorum queues act on `max-length`,
 `max-length-bytes`, `overflow`, `delivery-limit`, the `dead-letter-*` keys,
 `expires`, `message-ttl`, `consumer-timeout` and `queue-leader-locator`; the
 others (classic-queue, stream and exchange settings) are validated and kept,
-as RabbitMQ keeps them for queues they do not apply to.
+as RabbitMQ keeps them for queues they do not apply to. RabbitMQ 4.3 adds
+`consumer-disconnected-timeout` and the `delayed-retry-*` keys (whose type needs
+a minimum, and whose maximum may not be below the minimum).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from channel.errors import json_term
@@ -91,20 +93,64 @@ _POLICIES: dict[str, tuple[Accepts, str]] = {
 _QUORUM: dict[str, tuple[Accepts, str]] = {
     "target-group-size": (_int_at_least(1), "a valid qq target count value"),
 }
+_POSITIVE = "Must be a positive integer"
+#: keys only a release whose quorum queues take the queue argument ``x-<key>`` knows
+#: (4.3): `rabbit_policies` validates the first, `rabbit_quorum_queue` the others
+_RELEASE_POLICIES: dict[str, tuple[Accepts, str]] = {
+    "consumer-disconnected-timeout": (_int_at_least(0),
+                                      "a valid consumer disconnected timeout"),
+}
+_RELEASE_QUORUM: dict[str, tuple[Accepts, str]] = {
+    "delayed-retry-type": (_one_of("all", "failed", "returned", "disabled"),
+                           "a valid delayed retry type. Must be one of: all, failed, "
+                           "returned, disabled"),
+    "delayed-retry-min": (_int_at_least(1), f"a valid delayed retry minimum delay. {_POSITIVE}"),
+    "delayed-retry-max": (_int_at_least(1), f"a valid delayed retry maximum delay. {_POSITIVE}"),
+}
 _VALIDATORS = (_POLICIES, _QUORUM)
 
 KNOWN_KEYS = frozenset(k for keys in _VALIDATORS for k in keys)
-"""Every key a policy definition may hold."""
+"""Every key a policy definition may hold in every release."""
 
 
-def definition_errors(definition: Mapping[str, Any]) -> str | None:
-    """Why RabbitMQ refuses this (non-empty) definition, or None when it accepts it."""
-    for keys in _VALIDATORS:
+def _release_keys(keys: dict[str, tuple[Accepts, str]],
+                  queue_arguments: Collection[str]) -> dict[str, tuple[Accepts, str]]:
+    return {k: v for k, v in keys.items() if "x-" + k in queue_arguments}
+
+
+def _delayed_retry_constraints(definition: Mapping[str, Any]) -> str | None:
+    """`rabbit_quorum_queue:validate_delayed_retry_constraints/1`, once its keys passed."""
+    kind = definition.get("delayed-retry-type")
+    low, high = definition.get("delayed-retry-min"), definition.get("delayed-retry-max")
+    if kind is not None and kind != "disabled" and low is None:
+        return f"delayed-retry-min is required when delayed-retry-type is {kind}"
+    if isinstance(low, int) and isinstance(high, int) and _is_int(low) and _is_int(high) \
+            and high < low:
+        return f"delayed-retry-max ({high}) must not be smaller than delayed-retry-min ({low})"
+    return None
+
+
+def definition_errors(definition: Mapping[str, Any],
+                      queue_arguments: Collection[str] = ()) -> str | None:
+    """Why RabbitMQ refuses this (non-empty) definition, or None when it accepts it.
+
+    `queue_arguments` are the quorum-queue arguments of the node's release: the policy
+    keys of the arguments 4.3 added (`consumer-disconnected-timeout`, `delayed-retry-*`)
+    are known only where they are listed.
+    """
+    policies = {**_POLICIES, **_release_keys(_RELEASE_POLICIES, queue_arguments)}
+    quorum = {**_QUORUM, **_release_keys(_RELEASE_QUORUM, queue_arguments)}
+    for keys in (policies, quorum):
         for key in sorted(k for k in definition if k in keys):
             accepts, what = keys[key]
             if not accepts(definition[key]):
                 return f"{json_term(definition[key])} is not {what}"
-    unknown = sorted((k, v) for k, v in definition.items() if k not in KNOWN_KEYS)
+    if "delayed-retry-type" in quorum:
+        error = _delayed_retry_constraints(definition)
+        if error is not None:
+            return error
+    known = KNOWN_KEYS | policies.keys() | quorum.keys()
+    unknown = sorted((k, v) for k, v in definition.items() if k not in known)
     if unknown:
         terms = ",".join("{" + json_term(k) + "," + json_term(v) + "}" for k, v in unknown)
         return f"[{terms}] are not recognised policy settings"

@@ -8,6 +8,7 @@ import pytest
 
 from broker import policy
 from broker.policy_keys import KNOWN_KEYS
+from releases import RELEASES
 
 VALID: dict[str, Any] = {
     "alternate-exchange": "ae",
@@ -111,3 +112,47 @@ def test_every_bad_field_is_listed_definition_first() -> None:
         'priority should be a number, actually was <<"high">>')
     assert refusal({"max-length": 1}, pattern="(").startswith(
         "Validation failed\n\npattern should be regular expression but is invalid: ")
+
+
+R43 = RELEASES["4.3"].quorum_queue_arguments
+
+
+def refusal_in(queue_arguments: Any, definition: Any) -> str:
+    with pytest.raises(policy.PolicyError) as info:
+        policy.validate("/", "p", ".*", definition, 0, "queues", queue_arguments)
+    return str(info.value)
+
+
+def test_4_3_knows_the_disconnected_timeout_and_delayed_retry_keys() -> None:
+    definition = {"consumer-disconnected-timeout": 0, "delayed-retry-type": "failed",
+                  "delayed-retry-min": 100, "delayed-retry-max": 100}
+    p = policy.validate("/", "p", ".*", definition, 0, "queues", R43)
+    assert dict(p.definition) == definition
+    # a release before 4.3 does not know them
+    assert refusal_in(RELEASES["4.2"].quorum_queue_arguments,
+                      {"delayed-retry-type": "all"}) == (
+        'Validation failed\n\n[{<<"delayed-retry-type">>,<<"all">>}] '
+        "are not recognised policy settings")
+
+
+@pytest.mark.parametrize(("definition", "text"), [
+    ({"consumer-disconnected-timeout": -1}, "-1 is not a valid consumer disconnected timeout"),
+    ({"delayed-retry-type": "later"}, '<<"later">> is not a valid delayed retry type. Must be '
+                                      "one of: all, failed, returned, disabled"),
+    ({"delayed-retry-min": 0}, "0 is not a valid delayed retry minimum delay. Must be a "
+                               "positive integer"),
+    ({"delayed-retry-max": "x"}, '<<"x">> is not a valid delayed retry maximum delay. Must '
+                                 "be a positive integer"),
+    ({"delayed-retry-type": "all"}, "delayed-retry-min is required when delayed-retry-type "
+                                    "is all"),
+    ({"delayed-retry-min": 10, "delayed-retry-max": 5},
+     "delayed-retry-max (5) must not be smaller than delayed-retry-min (10)"),
+])
+def test_4_3_refuses_bad_delayed_retry_policies_with_rabbitmq_text(definition: Any,
+                                                                  text: str) -> None:
+    assert refusal_in(R43, definition) == f"Validation failed\n\n{text}"
+
+
+def test_a_disabled_delayed_retry_needs_no_minimum() -> None:
+    p = policy.validate("/", "p", ".*", {"delayed-retry-type": "disabled"}, 0, "queues", R43)
+    assert dict(p.definition) == {"delayed-retry-type": "disabled"}
