@@ -64,7 +64,7 @@ def get_eventually(ch: Any, queue: str, what: str) -> tuple[Any, Any, bytes]:
         return None if method is None else (method, props, body)
     got = eventually(one)
     assert got is not None, f"no {what} in {queue}"
-    return got  # type: ignore[no-any-return]
+    return got
 
 
 def drain_gets(ch: Any, queue: str) -> list[tuple[bytes, bool]]:
