@@ -1215,11 +1215,16 @@ def command_not_leader(
 ) -> Effects:
     """What a non-leader does with a *cast* ``{command, Prio, {Type, Data, Mode}}``.
 
-    Notifying commands are rejected with a leader hint when one is known (in
-    ``await_condition`` always, with no hint); fire-and-forget commands are
-    forwarded to a known leader from follower/receive_snapshot, else dropped.
+    Notifying commands are rejected with a leader hint when a leader other than
+    this member is known (in ``await_condition`` always, with no hint); with no
+    leader known they are dropped unanswered, as Ra drops them: the client
+    learns of a new leader from the machine or resends after a silence.
+    Fire-and-forget commands are forwarded to a known leader from
+    follower/receive_snapshot -- the data of any command type, as a user
+    command, which is what Ra's ``ra:pipeline_command`` forward makes of it --
+    else dropped.
     """
-    cmd_type, data, mode = command
+    _cmd_type, data, mode = command
     if isinstance(mode, tuple) and len(mode) == 3 and mode[0] == NOTIFY:
         _, corr, pid = mode
         if raft_state == AWAIT_CONDITION:
@@ -1230,7 +1235,6 @@ def command_not_leader(
     if (
         mode == NOREPLY
         and raft_state in (FOLLOWER, RECEIVE_SNAPSHOT)
-        and cmd_type == USR
         and s.leader_id is not None
     ):
         return [("cast", s.leader_id, ("command", priority, (USR, data, NOREPLY)))]
