@@ -214,6 +214,10 @@ class MemorySession:
                 f"invalid arg 'x-queue-type' for {self._where(name)}: "
                 f"\"unsupported queue type '{qtype}'\"",
             )
+        if name.startswith("amq."):  # a client's own name; a server-named one is made below
+            raise AmqpError(
+                "ACCESS_REFUSED", f"queue name '{name}' contains reserved prefix 'amq.*'"
+            )
         if name == "":
             name = "amq.gen-" + secrets.token_urlsafe(16)
         q = self._q(name)
@@ -224,10 +228,6 @@ class MemorySession:
             check_equivalence(name, self.vhost, current, new,
                               tuple(dict.fromkeys([*q.arguments, *arguments])))
             return self._ok(q)
-        if name.startswith("amq."):
-            raise AmqpError(
-                "ACCESS_REFUSED", f"queue name '{name}' contains reserved prefix 'amq.*'"
-            )
         if self.b.queue_limits is not None:
             self.b.queue_limits(self.vhost, name, self.b.queue_count)
         q = MemoryQueue(self.vhost, name, durable and not exclusive, auto_delete,
