@@ -284,11 +284,15 @@ def cancel_checkout(tag: Any, reason: str, state: ClientState,
 
 
 def dequeue(qname: Any, tag: Any, settlement: str, state: ClientState,
-            replies: Sequence[Any] = ()) -> Out:
-    """``basic.get``: ``result`` is ``(MsgsReady, (QName, QRef, MsgId, Redelivered, Msg))``."""
+            replies: Sequence[Any] = (), timeout: int | None = None) -> Out:
+    """``basic.get``: ``result`` is ``(MsgsReady, (QName, QRef, MsgId, Redelivered, Msg))``.
+
+    `timeout` is the consumer timeout a 4.3 queue holds the message for unsettled
+    (``None``: the machine's default)."""
 
     def op(calls: Calls, s: ClientState, fx: list[ClientEffect]) -> Out:
-        cmd = make_checkout(consumer_id(tag, s), ("dequeue", settlement), {})
+        meta = {} if timeout is None else {"timeout": timeout}
+        cmd = make_checkout(consumer_id(tag, s), ("dequeue", settlement), meta)
         reply = calls.call(ProcessCommand("process_command", (pick_server(s),), cmd,
                                           s.cfg.timeout), fx)
         match reply:

@@ -224,3 +224,29 @@ def test_a_4_3_client_without_cancel_notify_loses_its_channel(lone_node: Node) -
         listener.stop()
         with lone_node.attached():
             registry.delete("/", "old-client")
+
+
+def test_a_message_got_and_held_past_the_queues_timeout_closes_the_channel(
+        quorum_node: tuple[Node, Listener, LocalRegistry], series: str) -> None:
+    """basic.get has no consumer to cancel: 4.3's queue releases the message and the
+    channel closes with the timeout given as -1; 4.2's channel closes on its tick."""
+    _node, listener, _registry = quorum_node
+    conn = _connect(listener)
+
+    def get_without_ack() -> Any:
+        ch = conn.channel()
+        ch.queue_declare("got", durable=True, arguments={**QQ, "x-consumer-timeout": 200})
+        ch.confirm_delivery()
+        ch.basic_publish("", "got", b"m")  # confirmed: the queue holds it
+        method, _props, _body = ch.basic_get("got")
+        assert method is not None
+        return ch
+    ch = client(get_without_ack)
+    reason = closed_with(conn, ch, 2.0)
+    assert isinstance(reason, pex.ChannelClosedByBroker)
+    assert (reason.reply_code, reason.reply_text) == (
+        406, TEXT.format(-1 if series == "4.3" else 200))
+    ch2 = client(conn.channel)
+    method, _props, body = client(lambda: ch2.basic_get("got", auto_ack=True))
+    assert body == b"m" and method.redelivered
+    client(conn.close)

@@ -471,8 +471,12 @@ class QuorumSession:
                 f"cannot obtain access to locked {self._where(name)}. basic.get operations "
                 "are not supported by quorum queues with single active consumer")
         settlement = "unsettled" if ack_required else "settled"
+        timeout = None  # 4.3 holds a got message for the queue's consumer timeout
+        if self.b.registry.release.consumer_timeout_enforcer == "queue":
+            current = self._record(name) or q.record
+            timeout = queue_timeout(current.arguments, current.policy, None)
         out = self._run(q, lambda r: client.dequeue(name, delivery_tag, settlement,
-                                                    q.client, r))
+                                                    q.client, r, timeout))
         if out.tag == "empty":
             return None
         if out.tag != "ok":
