@@ -110,3 +110,16 @@ def test_a_fire_and_forget_command_of_any_type_is_forwarded_as_a_user_command(
     cmd = ("$ra_join", ("join", 1), "noreply")
     assert core.command_not_leader(state, "normal", cmd, st) == [
         ("cast", S1, ("command", "normal", ("$usr", ("join", 1), "noreply")))]
+
+
+@pytest.mark.parametrize("state", ["follower", "receive_snapshot", "pre_vote", "candidate"])
+def test_a_notifying_command_is_rejected_only_with_a_leader_other_than_itself(
+        state: str) -> None:
+    st = server(S2, term=1)
+    cmd = ("$usr", ("put", 1), ("notify", 9, "client"))
+    assert core.command_not_leader(state, "low", cmd, st) == []
+    st.leader_id = S2  # itself, as during a leadership change: not rejected to itself
+    assert core.command_not_leader(state, "low", cmd, st) == []
+    st.leader_id = S1
+    assert core.command_not_leader(state, "low", cmd, st) == [
+        ("send_ra_event", "client", ("rejected", ("not_leader", S1, 9)))]
