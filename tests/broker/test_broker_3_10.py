@@ -12,6 +12,7 @@ type argument it does not have.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pika
@@ -19,7 +20,16 @@ import pika.exceptions as pex
 import pytest
 
 from tests.broker.amqp_support import QQ, Amqp
-from tests.broker.broker_support import BrokerProc, eventually, running_cluster
+from tests.broker.broker_support import (
+    BrokerProc,
+    connect,
+    ctl_json,
+    eventually,
+    plan,
+    running_cluster,
+    start_cluster,
+    stop_all,
+)
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +127,53 @@ def test_a_dead_letter_routed_by_the_queues_key_loses_its_cc_header(amqp: Amqp,
     headers = got[1].headers
     assert "CC" not in headers and headers["app"] == "probe"
     assert headers["x-death"][0]["routing-keys"] == [queue, "elsewhere"]
+
+
+def test_a_drained_queue_snapshots_its_state_and_comes_back_from_it(tmp_path: Path) -> None:
+    """An emptied 3.10 queue hands Ra its state as a release cursor: every member
+    snapshots, and after a restart of the whole cluster the queue recovers from that
+    snapshot with what was published since."""
+    nodes = plan(3, tmp_path)
+    flags = ["--rabbitmq-version", "3.10"]
+    try:
+        start_cluster(nodes, extra=flags)
+        conn = connect(nodes[0])
+        ch = conn.channel()
+        ch.queue_declare("drained", durable=True, arguments=QQ)
+        # Ra snapshots only past 4096 entries since the last snapshot
+        for n in range(4500):
+            ch.basic_publish("", "drained", b"m%d" % n)
+        got: list[bytes] = []
+
+        def on_message(c: Any, _method: Any, _props: Any, body: bytes) -> None:
+            got.append(body)
+            if len(got) == 4500:
+                c.stop_consuming()
+
+        tag = ch.basic_consume("drained", on_message, auto_ack=True)
+        ch.connection.call_later(120, ch.stop_consuming)
+        ch.start_consuming()
+        ch.basic_cancel(tag)
+        assert got == [b"m%d" % n for n in range(4500)]
+        ch.confirm_delivery()
+        for n in range(3):
+            ch.basic_publish("", "drained", b"after%d" % n)
+        conn.close()
+
+        def snapshotted() -> bool:
+            rows = ctl_json(nodes[0].name, "quorum_status", "drained")
+            return len(rows) == 3 and all((r["snapshot_index"] or 0) > 4500 for r in rows)
+
+        assert eventually(snapshotted)
+        stop_all(nodes)
+        start_cluster(nodes, extra=flags)
+        conn = connect(nodes[1])
+        ch = conn.channel()
+        got = eventually(lambda: ch.queue_declare("drained", passive=True).method
+                         .message_count == 3)
+        assert got
+        assert [ch.basic_get("drained", auto_ack=True)[2] for _ in range(3)] == [
+            b"after0", b"after1", b"after2"]
+        conn.close()
+    finally:
+        stop_all(nodes)
