@@ -112,7 +112,9 @@ def test_a_dead_letter_routed_by_the_queues_key_loses_its_cc_header(amqp: Amqp,
                                                                    queue: str) -> None:
     target = f"{queue}-dead"
     amqp.declare(target)
-    amqp.declare(queue, **{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": target})
+    dead_letter: dict[str, Any] = {"x-dead-letter-exchange": "",
+                                   "x-dead-letter-routing-key": target}
+    amqp.declare(queue, **dead_letter)
     ch = amqp.blocking(0).channel()
     ch.confirm_delivery()
     ch.basic_publish("", queue, b"r1", pika.BasicProperties(headers={"CC": ["elsewhere"],
