@@ -4,7 +4,9 @@ The machine is one module for every version (as upstream's ``which_module``
 hands each log entry to the module of its effective version); the few places
 where version 8 (RabbitMQ 4.3) behaves differently from versions 4-7
 (RabbitMQ 4.0-4.2) ask the `Rules` of the version being applied, so no handler
-carries a scattered version test of its own.
+carries a scattered version test of its own. Version 2 (RabbitMQ 3.10) differs in
+more places: its rules send the commands it applies its own way to
+`fifo.v2_commands`, as upstream hands them to that version's module.
 """
 
 from __future__ import annotations
