@@ -1,61 +1,51 @@
 """End to end over AMQP 0-9-1: pika publisher and consumer against a three-node cluster.
 
 The other benches time one layer each (actors, fifo, WAL, Ra); this one times what
-an application sees: a quorum queue (``x-queue-type=quorum``) on a local three-node
-warren cluster (``harness.cluster``: ``warren node start`` processes with a disk data
-dir, so every persistent message is fsynced by the WAL), fed and drained by real
-pika clients, each an OS process of its own (``bench/e2e_clients.py``):
+an application sees: a queue on a local three-node warren cluster
+(``harness.cluster``: ``warren node start`` processes with disk data dirs), fed and
+drained by real pika clients, each an OS process of its own (``bench/e2e_clients.py``):
 
-* publisher: persistent messages (``delivery_mode`` 2), publisher confirms with a
-  window of 256 unconfirmed, connected to the node that declared the queue (its
-  leader under ``client-local``);
-* consumer: prefetch 300, one manual ``basic.ack`` per delivery, connected to
-  another node.
+* publisher: persistent messages (``delivery_mode`` 2; transient in the ``16bt``
+  phase), publisher confirms with a window of 256 unconfirmed, connected to the node
+  that declared the queue (a quorum queue's leader, a classic queue's home node);
+* consumer: prefetch 300, one manual ``basic.ack`` per delivery, on another node.
 
+``--queue-type quorum`` (the default) declares a durable quorum queue, whose every
+message the WAL fsyncs. ``--queue-type classic`` declares a durable classic queue
+(persistent messages go through its node's message store) and, for the transient
+phase, a non-durable one; warren's nodes then model the reference's release
+(``--release``, default 3.10 for classic, the node default for quorum).
 Phases, each on a fresh queue, ``--warmup`` seconds then ``--seconds`` measured:
-16-byte bodies and 1-KiB bodies at window 256 (confirmed msg/s, consumer msg/s,
-confirm latency p50 / p99), then window 1 (confirm latency of a lone publish).
-The CPU each process used in the 16-byte phase is printed, in cores.
+``16b`` and ``1k`` bodies at window 256, ``16bt`` (16-byte transient messages at
+window 256), ``w1`` (16 bytes at window 1: the confirm latency of a lone publish);
+``--phases`` picks a comma-separated subset (default ``16b,1k,w1`` for quorum,
+``16b,16bt,w1`` for classic). Each line gives confirmed msg/s, consumer msg/s,
+confirm latency p50 / p99, and for window-256 phases the CPU of each process in cores.
 
 The reference is RabbitMQ measured in the same run: when a RabbitMQ server is
-installed (Debian's ``rabbitmq-server``, 3.10.8 on bookworm: ``apt-get install
-rabbitmq-server``; it is no dependency of warren), ``bench/rabbitmq_local.py``
-starts three RabbitMQ nodes on loopback after warren's phases, the same pika
-clients run the same phases against them, and the ratios printed are warren's
-figures over theirs (``--rabbitmq no`` skips it, ``yes`` requires it). Without a
-RabbitMQ server the ratios fall back to ``REFERENCE_RABBITMQ_3_10_8``, figures
-of three RabbitMQ 3.10.8 nodes measured with this workload on another 2-core
-machine, not in this run: the JSON line says which (``reference_measured_in_run``).
-``--amqp-url URL`` (repeatable or comma separated) runs the identical workload
-against any AMQP 0-9-1 broker instead of starting warren (publisher on the first
-URL, consumer on the second). ``--phases w1`` (or ``16b``, ``1k``, comma
-separated) runs a subset.
+installed (Debian's ``rabbitmq-server``, 3.10.8 on bookworm; no dependency of
+warren), ``bench/rabbitmq_local.py`` starts three RabbitMQ nodes on loopback after
+warren's phases and the same clients run the same phases against the same queue
+type; the ratios are warren's figures over theirs (``--rabbitmq no`` skips it,
+``yes`` requires it). Without one, quorum ratios fall back to
+``REFERENCE_RABBITMQ_3_10_8`` (measured elsewhere; the JSON says which:
+``reference_measured_in_run``), and classic runs print no ratio.
+``--amqp-url URL`` (repeatable or comma separated) measures any AMQP 0-9-1 broker
+instead of warren (publisher on the first URL, consumer on the second).
 
-``--profile`` adds a fourth phase (16 bytes, window 256, not counted in the
-figures) with ``py-spy record`` attached to the queue leader's node and to the
-publisher (``py-spy`` on ``PATH`` or ``--py-spy PATH``; it is no dependency of
-warren). Without py-spy it profiles the publisher with cProfile only: the node
-has no profiling hook, and the bench does not change how nodes are started.
+``--profile`` adds a phase (16 bytes, window 256, not counted) with ``py-spy record``
+on the queue's node (leader or home) and the publisher (``py-spy`` on ``PATH`` or
+``--py-spy PATH``; no dependency of warren); without py-spy, cProfile on the
+publisher only. ``--ra KEY=VALUE`` sets a Ra system key on both sides (warren's
+``ra`` table, RabbitMQ's ``advanced.config``). ``--record K`` makes warren's nodes
+record their history with a state digest every K log indexes (what recording
+costs). ``--consumer-node same`` puts the consumer on the publisher's node.
 
-Usage: ``python bench/e2e.py [--seconds 10] [--warmup 2] [--phases 16b,1k,w1]
-[--rabbitmq auto|yes|no] [--amqp-url URL]... [--profile] [--py-spy PATH]
-[--ra KEY=VALUE]... [--record K] [--consumer-node other|same]``. ``--ra`` sets a Ra
-system key on both sides, warren's nodes (their ``ra`` table) and RabbitMQ's (Ra's
-application env in ``advanced.config``), for example ``--ra wal_pre_allocate=true``;
-the JSON names them (``ra``).
-``--record K`` makes warren's nodes record their history as a scenario run's do (the
-trace points of every layer, and a replica state digest every K log indexes), to
-measure what recording costs. ``--consumer-node same`` connects the consumer to the
-publisher's node, where the queue's leader is, for both brokers (the default,
-``other``, to the next node).
-
-What it prints: per phase and broker, one line with confirmed msg/s, consumer msg/s
-and confirm latency p50 / p99 (and, for the 16-byte phase, the CPU of each process in
-cores); the profile's top functions under ``--profile``; the reference's figures and
-warren's ratios to them. The last line printed is one JSON object with every figure.
-
-What it measured, change by change, where the time goes and the ideas tried and not
-kept: docs/performance.md.
+Usage: ``python bench/e2e.py [--queue-type quorum|classic] [--seconds 10]
+[--warmup 2] [--phases 16b,16bt,1k,w1] [--rabbitmq auto|yes|no] [--release 3.10]
+[--amqp-url URL]... [--profile] [--py-spy PATH] [--ra KEY=VALUE]... [--record K]
+[--consumer-node other|same]``. The last line printed is one JSON object with every
+figure and ratio. What it measured, change by change: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -109,10 +99,20 @@ class Phase:
     name: str
     size: int
     window: int
+    #: persistent messages (delivery mode 2) or transient ones (1)
+    persistent: bool = True
 
 
-PHASES = [Phase("16b", 16, WINDOW), Phase("1k", 1024, WINDOW), Phase("w1", 16, 1)]
+PHASES = [Phase("16b", 16, WINDOW), Phase("16bt", 16, WINDOW, persistent=False),
+          Phase("1k", 1024, WINDOW), Phase("w1", 16, 1)]
 PROFILE_PHASE = Phase("profile", 16, WINDOW)
+#: phases run unless ``--phases`` says otherwise, per queue type
+DEFAULT_PHASES = {"quorum": "16b,1k,w1", "classic": "16b,16bt,w1"}
+#: what warren's nodes model unless ``--release`` says otherwise: a classic queue's
+#: persistent path differs by release (3.10 syncs before it confirms), so it models
+#: the release measured beside it
+DEFAULT_RELEASE = {"quorum": None, "classic": "3.10"}
+QUEUE_TYPES = ("quorum", "classic")
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -159,6 +159,8 @@ class Target:
     #: which URL the consumer uses: 1, another node than the publisher's (the
     #: default), or 0, the publisher's node, where the queue's leader is
     consumer_node: int = 1
+    #: ``quorum`` or ``classic``: what `declare` makes and how queue roles are found
+    queue_type: str = "quorum"
 
     @property
     def publisher_url(self) -> str:
@@ -169,7 +171,14 @@ class Target:
         return self.urls[self.consumer_node % len(self.urls)]
 
     def node_pids(self, queue: str) -> dict[str, int]:
-        """Node processes by role for `queue` (``leader``, ``follower-1``, ...)."""
+        """Node processes by role for `queue`: ``leader``, ``follower-1``, ... for a
+        quorum queue; ``home`` (the node that declared it, the publisher's) and
+        ``node-2``, ... for a classic queue, of warren and RabbitMQ alike."""
+        if self.queue_type == "classic":
+            pids = ([n.proc.pid if n.proc is not None else 0 for n in self.cluster.nodes]
+                    if self.cluster is not None else list(self.other_nodes.values()))
+            return {("home" if i == 1 else f"node-{i}"): pid
+                    for i, pid in enumerate(pids, start=1) if pid}
         if self.cluster is None:
             return dict(self.other_nodes)
         try:
@@ -202,12 +211,15 @@ def _where(url: str) -> str:
 
 @contextmanager
 def warren_cluster(root: Path, nodes: int, ra: dict[str, Any] | None = None,
-                   record: int | None = None) -> Iterator[Target]:
+                   record: int | None = None, release: str | None = None) -> Iterator[Target]:
     """A local warren cluster; with `record` = K its nodes record their history (into
-    `root`) with a state digest every K log indexes, as a scenario run does."""
+    `root`) with a state digest every K log indexes, as a scenario run does; with
+    `release` its nodes model that RabbitMQ release (``rabbitmq_version``)."""
     extra: dict[str, Any] = {"ra": dict(ra or {})}
     if record is not None:
         extra["state_digest_every"] = record
+    if release is not None:
+        extra["rabbitmq_version"] = release
     cluster = Cluster(root / "cluster", nodes, backend="quorum", net_ticktime=15.0,
                       run_id="bench-e2e", extra_config=extra,
                       history_dir=None if record is None else root / "history")
@@ -215,7 +227,8 @@ def warren_cluster(root: Path, nodes: int, ra: dict[str, Any] | None = None,
         started = time.monotonic()
         cluster.start(timeout_s=90.0)
         print(f"warren: {nodes} nodes ready in {time.monotonic() - started:.1f} s "
-              f"({', '.join(n.name for n in cluster.nodes)})", flush=True)
+              f"({', '.join(n.name for n in cluster.nodes)}"
+              f"{'' if release is None else f'; modelling RabbitMQ {release}'})", flush=True)
         yield Target("warren", [_amqp_url(h, p) for h, p in cluster.amqp_endpoints()], cluster)
     finally:
         cluster.close()
@@ -242,9 +255,12 @@ def _with_channel(url: str, action: Any, attempts: int = 20) -> Any:
     raise RuntimeError(f"AMQP on {_where(url)} failed: {last!r}")
 
 
-def declare(url: str, queue: str) -> None:
+def declare(url: str, queue: str, queue_type: str = "quorum", durable: bool = True) -> None:
+    """A queue of `queue_type`, named by ``x-queue-type``; a quorum queue is always
+    durable, a classic one as `durable` says."""
     _with_channel(url, lambda ch: ch.queue_declare(
-        queue, durable=True, arguments={"x-queue-type": "quorum"}))
+        queue, durable=durable or queue_type == "quorum",
+        arguments={"x-queue-type": queue_type}))
 
 
 def delete(url: str, queue: str) -> None:
@@ -466,7 +482,8 @@ def run_phase(target: Target, phase: Phase, args: argparse.Namespace, root: Path
               profiler: Profiler | None = None) -> dict[str, Any]:
     """One phase on a fresh queue: clients start, warm up, are measured, are killed."""
     queue = f"bench-e2e-{phase.name}-{os.getpid()}"
-    declare(target.publisher_url, queue)
+    # transient messages go to a non-durable classic queue: nothing of theirs is stored
+    declare(target.publisher_url, queue, target.queue_type, durable=phase.persistent)
     nodes = target.node_pids(queue)
     prefix = profiler.client_prefix("publisher") if profiler else []
     consumer = publisher = None
@@ -477,7 +494,8 @@ def run_phase(target: Target, phase: Phase, args: argparse.Namespace, root: Path
         consumer.line("ready", READY_TIMEOUT_S)
         publisher = ClientProc([sys.executable, *prefix, str(CLIENTS), "publisher",
                                 target.publisher_url, queue, "--size", str(phase.size),
-                                "--window", str(phase.window)],
+                                "--window", str(phase.window),
+                                "--delivery-mode", "2" if phase.persistent else "1"],
                                root / f"{phase.name}-publisher.log")
         publisher.line("ready", READY_TIMEOUT_S)
         t0 = time.monotonic() + args.warmup
@@ -487,9 +505,10 @@ def run_phase(target: Target, phase: Phase, args: argparse.Namespace, root: Path
         pids = {**nodes, "publisher": publisher.proc.pid, "consumer": consumer.proc.pid}
         time.sleep(max(0.0, t0 - time.monotonic()))
         if profiler is not None:
-            if "leader" in nodes:
-                profiler.attach("leader", nodes["leader"], args.seconds)
-                profiler.attach("leader (GIL holder)", nodes["leader"], args.seconds, gil=True)
+            role = "home" if target.queue_type == "classic" else "leader"
+            if role in nodes:
+                profiler.attach(role, nodes[role], args.seconds)
+                profiler.attach(f"{role} (GIL holder)", nodes[role], args.seconds, gil=True)
             profiler.attach("publisher", publisher.proc.pid, args.seconds)
         cpu0 = {k: _cpu_s(p) for k, p in pids.items()}
         time.sleep(max(0.0, t1 - time.monotonic()))
@@ -497,9 +516,9 @@ def run_phase(target: Target, phase: Phase, args: argparse.Namespace, root: Path
         pub = json.loads(publisher.line("result ", args.seconds + RESULT_GRACE_S))
         con = json.loads(consumer.line("result ", RESULT_GRACE_S))
     finally:
-        for c in (publisher, consumer):
-            if c is not None:
-                c.close()
+        for proc in (publisher, consumer):
+            if proc is not None:
+                proc.close()
     delete(target.publisher_url, queue)
     lat = pub["latencies_ms"]
     return {
@@ -513,11 +532,12 @@ def run_phase(target: Target, phase: Phase, args: argparse.Namespace, root: Path
 
 
 def _describe(phase: Phase, r: dict[str, Any]) -> str:
-    size = "16 B" if phase.size == 16 else f"{phase.size // 1024} KiB"
+    size = ("16 B" if phase.size == 16 else f"{phase.size // 1024} KiB") \
+        + ("" if phase.persistent else " transient")
     extra = ""
     if r["nacked"] or r["unconfirmed_at_end"]:
         extra = f", {r['nacked']} nacked, {r['unconfirmed_at_end']} unconfirmed at the end"
-    return (f"{size:>5} window {phase.window:>3}: {r['msgs_s']:8.0f} msg/s confirmed, "
+    return (f"{size:>15} window {phase.window:>3}: {r['msgs_s']:8.0f} msg/s confirmed, "
             f"consumer {r['consumer_msgs_s']:8.0f} msg/s, confirm p50 "
             f"{r['confirm_p50_ms']:.2f} ms p99 {r['confirm_p99_ms']:.2f} ms{extra}")
 
@@ -526,9 +546,10 @@ def measure(target: Target, phases: list[Phase], args: argparse.Namespace,
             root: Path) -> dict[str, dict[str, Any]]:
     """Every phase against one target, each printed as it ends."""
     target.consumer_node = 0 if args.consumer_node == "same" else 1
-    print(f"{target.label}: publisher on {_where(target.publisher_url)}, consumer "
-          f"on {_where(target.consumer_url)}; {args.warmup:g} s warm-up + "
-          f"{args.seconds:g} s per phase", flush=True)
+    target.queue_type = args.queue_type
+    print(f"{target.label}, {args.queue_type} queue: publisher on "
+          f"{_where(target.publisher_url)}, consumer on {_where(target.consumer_url)}; "
+          f"{args.warmup:g} s warm-up + {args.seconds:g} s per phase", flush=True)
     results: dict[str, dict[str, Any]] = {}
     for phase in phases:
         results[phase.name] = r = run_phase(target, phase, args, root)
@@ -563,7 +584,11 @@ def profile_phase(target: Target, args: argparse.Namespace, root: Path,
 #: figure name in the JSON line -> (phase, field of that phase's result)
 FIGURES: dict[str, tuple[str, str]] = {
     "msgs_s_16b": ("16b", "msgs_s"), "msgs_s_1k": ("1k", "msgs_s"),
+    "msgs_s_16b_transient": ("16bt", "msgs_s"),
     "consumer_msgs_s_16b": ("16b", "consumer_msgs_s"),
+    "consumer_msgs_s_16b_transient": ("16bt", "consumer_msgs_s"),
+    "confirm_p50_ms_w256_16b_transient": ("16bt", "confirm_p50_ms"),
+    "cpu_cores_16b_transient": ("16bt", "cpu_cores"),
     "consumer_msgs_s_1k": ("1k", "consumer_msgs_s"),
     "confirm_p50_ms_w256": ("16b", "confirm_p50_ms"),
     "confirm_p99_ms_w256": ("16b", "confirm_p99_ms"),
@@ -583,7 +608,8 @@ def figures(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def ratios(ours: dict[str, Any], ref: dict[str, Any]) -> dict[str, float]:
     """Throughput as a fraction of the reference's; latency as a multiple of it."""
     out: dict[str, float] = {}
-    for key in ("msgs_s_16b", "msgs_s_1k"):
+    for key in ("msgs_s_16b", "msgs_s_16b_transient", "msgs_s_1k", "consumer_msgs_s_16b",
+                "consumer_msgs_s_16b_transient"):
         if key in ours and ref.get(key):
             out[f"ratio_{key}_vs_reference"] = round(ours[key] / ref[key], 3)
     key = "confirm_p50_ms_w1"
@@ -597,8 +623,15 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured, per phase")
     parser.add_argument("--warmup", type=float, default=2.0, help="before each phase")
     parser.add_argument("--nodes", type=int, default=3, help="warren nodes to start")
-    parser.add_argument("--phases", default=",".join(p.name for p in PHASES),
-                        help="comma-separated subset of " + ",".join(p.name for p in PHASES))
+    parser.add_argument("--queue-type", choices=QUEUE_TYPES, default="quorum",
+                        help="the queue both brokers are measured on")
+    parser.add_argument("--phases", default=None,
+                        help="comma-separated subset of " + ",".join(p.name for p in PHASES)
+                        + " (default: " + "; ".join(f"{k} {v}" for k, v in
+                                                    DEFAULT_PHASES.items()) + ")")
+    parser.add_argument("--release", default=None,
+                        help="the RabbitMQ release warren's nodes model (rabbitmq_version; "
+                             "default: 3.10 for classic, the node's default for quorum)")
     parser.add_argument("--amqp-url", action="append", default=[],
                         help="an AMQP 0-9-1 broker to measure instead of warren "
                              "(repeatable or comma separated: one URL per node)")
@@ -627,6 +660,9 @@ def main() -> int:
         parser.error(f"--ra: {exc}")
     urls = [u for arg in args.amqp_url for u in arg.split(",") if u]
     by_name = {p.name: p for p in PHASES}
+    if args.phases is None:
+        args.phases = DEFAULT_PHASES[args.queue_type]
+    release = args.release or DEFAULT_RELEASE[args.queue_type]
     try:
         phases = [by_name[n] for n in args.phases.split(",") if n]
     except KeyError as exc:
@@ -641,7 +677,7 @@ def main() -> int:
     profile: dict[str, Profile] = {}
     reference: dict[str, Any] | None = None
     try:
-        with (warren_cluster(root, args.nodes, ra, args.record) if not urls
+        with (warren_cluster(root, args.nodes, ra, args.record, release) if not urls
               else _external(urls)) as target:
             results = measure(target, phases, args, root)
             if args.profile:
@@ -660,10 +696,13 @@ def main() -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if reference is None:
-        reference = {**REFERENCE_RABBITMQ_3_10_8, "note": REFERENCE_NOTE}
+        # the fixed figures are a quorum queue's: a classic run has no reference then
+        reference = ({**REFERENCE_RABBITMQ_3_10_8, "note": REFERENCE_NOTE}
+                     if args.queue_type == "quorum" else {"note": "none measured"})
     ours = figures(results)
     out: dict[str, Any] = {
-        "broker": target.label, **ours,
+        "broker": target.label, "queue_type": args.queue_type,
+        "release": None if urls else release, **ours,
         "reference": reference,
         "reference_measured_in_run": want_rabbit,
         **ratios(ours, reference),
@@ -676,8 +715,9 @@ def main() -> int:
                                    for k, v in profile.items()}
         out["profile_by_package"] = {k: dict(v.packages) for k, v in profile.items()
                                      if v.packages}
-    shown = ", ".join(f"{k} {reference[k]}" for k in ("msgs_s_16b", "msgs_s_1k",
-                                                      "confirm_p50_ms_w1") if k in reference)
+    shown = ", ".join(f"{k} {reference[k]}" for k in (
+        "msgs_s_16b", "msgs_s_16b_transient", "msgs_s_1k", "confirm_p50_ms_w1")
+        if k in reference)
     print(f"reference ({reference['note']}): {shown}", flush=True)
     print(f"{target.label} / reference: " + ", ".join(
         f"{k.removeprefix('ratio_').removesuffix('_vs_reference')} x{v}"

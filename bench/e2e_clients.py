@@ -9,13 +9,14 @@ wide on Linux, so the parent and both clients share one clock). The publisher st
 publishing at once (the time before ``T0`` is the warm-up); both count only what
 happens in ``[T0, T1)`` and print one line ``result {json}`` at the end.
 
-* publisher: persistent messages (``delivery_mode`` 2) to the default exchange,
-  publisher confirms with at most ``--window`` unconfirmed; every confirm's latency
-  (publish to ``basic.ack``) of a message published in the window is kept.
+* publisher: persistent messages (``delivery_mode`` 2, or transient ones with
+  ``--delivery-mode 1``) to the default exchange, publisher confirms with at most
+  ``--window`` unconfirmed; every confirm's latency (publish to ``basic.ack``) of a
+  message published in the window is kept.
 * consumer: ``basic.qos`` prefetch ``--prefetch``, manual ``basic.ack`` of each
   delivery (not ``multiple``), as a typical application consumer.
 
-    python bench/e2e_clients.py publisher URL QUEUE --size 16 --window 256
+    python bench/e2e_clients.py publisher URL QUEUE --size 16 --window 256 [--delivery-mode 1]
     python bench/e2e_clients.py consumer URL QUEUE --prefetch 300
 """
 
@@ -136,13 +137,15 @@ class _Client:
 
 
 class Publisher(_Client):
-    """Persistent publishes with at most ``window`` unconfirmed."""
+    """Publishes (persistent unless `delivery_mode` is 1) with at most ``window``
+    unconfirmed."""
 
-    def __init__(self, url: str, queue: str, size: int, window: int) -> None:
+    def __init__(self, url: str, queue: str, size: int, window: int,
+                 delivery_mode: int = 2) -> None:
         super().__init__(url, queue)
         self.body = b"x" * size
         self.window = window
-        self.props = pika.BasicProperties(delivery_mode=2)
+        self.props = pika.BasicProperties(delivery_mode=delivery_mode)
         self.seq = 0  # delivery tag of the last publish (confirm mode counts from 1)
         self.lowest = 1  # the lowest tag that may still be pending
         self.pending: dict[int, float] = {}  # tag -> monotonic publish time
@@ -253,10 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=16)
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--prefetch", type=int, default=300)
+    parser.add_argument("--delivery-mode", type=int, choices=(1, 2), default=2,
+                        help="2: persistent messages, 1: transient ones")
     args = parser.parse_args(argv)
     client: _Client
     if args.role == "publisher":
-        client = Publisher(args.url, args.queue, args.size, args.window)
+        client = Publisher(args.url, args.queue, args.size, args.window,
+                           args.delivery_mode)
     else:
         client = Consumer(args.url, args.queue, args.prefetch)
     print("result " + json.dumps(client.run()), flush=True)
