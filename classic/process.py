@@ -168,7 +168,7 @@ class QueueProcess(GenServer):
         in its first message, `CRASH_RESTART`."""
         config, env, store, recovered = args
         actors.process_flag("trap_exit", True)
-        core = ClassicQueue(config, _now())
+        core = ClassicQueue(config, _now(), deep_checks=False)
         if recovered:
             core.restore(recovered, _now())
         state = QueueState(core, env, {}, store=store)
@@ -190,7 +190,7 @@ class QueueProcess(GenServer):
                      else state.env.on_restart(config, state.store))
         if recovered is None:
             return ("stop", "normal", state)
-        state.core = ClassicQueue(config, _now())
+        state.core = ClassicQueue(config, _now(), deep_checks=False)
         if recovered:
             state.core.restore(recovered, _now())
         if config.exclusive_owner is not None:  # an owner already gone deletes it
