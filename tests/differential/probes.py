@@ -398,6 +398,12 @@ def channel_errors(t: Target) -> Any:
             c.basic_ack(method.delivery_tag)
             c.queue_declare("ce", passive=True)
 
+        def purge_confirmed(c: Any) -> Any:
+            c.confirm_delivery()  # both confirmed, so both are in the queue to purge
+            c.basic_publish("", "ce", b"two")
+            c.basic_publish("", "ce", b"three")
+            return c.queue_purge("ce").method.message_count
+
         steps: dict[str, Callable[[Any], Any]] = {
             "publish to a missing exchange": lambda c: (
                 c.confirm_delivery(), c.basic_publish("ce-none", "k", b"x")),
@@ -408,8 +414,7 @@ def channel_errors(t: Target) -> Any:
             "redeclare amq.direct": lambda c: c.exchange_declare("amq.direct", "fanout"),
             "declare a bad exchange type": lambda c: c.exchange_declare("ce-x", "sideways"),
             "ack twice": get_then_double_ack,
-            "purge": lambda c: (c.basic_publish("", "ce", b"two"),
-                                c.queue_purge("ce").method.message_count)[1],
+            "purge": purge_confirmed,
         }
         return {name: isolated(t, step) for name, step in steps.items()}
     finally:
