@@ -80,6 +80,11 @@ RETRY_WAIT_MS = 30
 """A call that finds a queue's process dead tries again this often, this far apart,
 as its supervisor may be restarting it (``rabbit_amqqueue:with``'s retries)."""
 
+NOTIFY_SENT_EVERY = 50
+"""A channel tells a queue process how many of its deliveries it has handed to the
+writer once per this many (``rabbit_amqqueue_common``'s MORE_CONSUMER_CREDIT_AFTER),
+not after each: the queue holds a channel back only at 200 unsent deliveries."""
+
 HOME_DOWN_RETRIES = 2000
 """``rabbit_amqqueue:with/3``'s retries for a durable queue whose home node is down
 (RabbitMQ 4.x; the node's release record says how its release behaves)."""
@@ -254,6 +259,9 @@ class ClassicSession:
         self.unconfirmed: dict[Pid, set[int]] = {}
         #: this channel's consumer tags on each queue process
         self.consuming: dict[Pid, set[str]] = {}
+        #: deliveries from each queue process handed to the writer and not yet told
+        #: to the queue (`NOTIFY_SENT_EVERY`)
+        self.sent_to: dict[Pid, int] = {}
         #: the channel's limiter, once a consumer was registered under a global qos,
         #: and the queue processes that ask it before delivering to this channel
         self.limiter: Any = None
@@ -570,8 +578,8 @@ class ClassicSession:
                 self.unconfirmed.get(pid, set()).discard(seq)
                 return [Rejected(name, (seq,), "maxlen")]
             case e.Deliver(_, tag, ack_required, messages):
-                # the channel has handed them to its writer (upstream: notify_sent)
-                gen_server.cast(pid, c.NotifySent(self.channel, len(messages)))
+                # the channel hands them to its writer (upstream: notify_sent)
+                self._notify_sent(pid, len(messages))
                 return [Deliver(name, tag, ack_required,
                                 tuple(Delivery((pid, m.msg_id), _message(m.content),
                                                m.redelivered)
@@ -583,6 +591,7 @@ class ClassicSession:
                 return self._bump_credit(name, pid, quantity)
             case _ if event == EOL:
                 self.touched.discard(pid)
+                self.sent_to.pop(pid, None)
                 self.limited.discard(pid)
                 self.credit_from.pop(pid, None)
                 self.unconfirmed.pop(pid, None)
@@ -592,6 +601,16 @@ class ClassicSession:
                     actors.demonitor(watched[0], flush=True)
                 return [QueueEol(name), Unblock(name)]
         raise TypeError(f"classic queue event not understood: {event!r}")
+
+    def _notify_sent(self, pid: Pid, count: int) -> None:
+        """``rabbit_amqqueue_common:notify_sent``: the queue hears of every
+        `NOTIFY_SENT_EVERY` deliveries at once."""
+        sent = self.sent_to.get(pid, 0) + count
+        if sent >= NOTIFY_SENT_EVERY:
+            told = sent - sent % NOTIFY_SENT_EVERY
+            gen_server.cast(pid, c.NotifySent(self.channel, told))
+            sent -= told
+        self.sent_to[pid] = sent
 
     def _queue_down(self, ref: Ref, pid: Pid, reason: Any) -> list[Action] | None:
         """A queue process this channel used is gone: it owes no more credit. Unless it
@@ -606,6 +625,7 @@ class ClassicSession:
         name = watched[1]
         del self.publishing_to[pid]
         self.credit_from.pop(pid, None)
+        self.sent_to.pop(pid, None)
         self.touched.discard(pid)
         self.limited.discard(pid)
         seqs = self.unconfirmed.pop(pid, set())
