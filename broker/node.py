@@ -27,6 +27,7 @@ import importlib
 import logging
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ from fifo.machine import SUPPORTED_VERSIONS
 from ra import api
 from ra import system as ra_system
 from ra.durable import make_dirs, open_private
-from ra.system import disk_system_config, registered_config_local, registered_servers_local
+from ra.system import disk_system_config, registered_servers_local
 from releases import lookup
 from supervision import supervisor
 
@@ -157,15 +158,12 @@ class MetadataServer(ProjectionServer):
 def _recover_queue_members(broker: BrokerNode) -> None:
     """As ``rabbit_quorum_queue:recover`` at boot: restart every queue member this node
     has durable state for (a node without a data dir has none), on the ``rabbit_fifo``
-    code of this node's release (`broker.queue_code`)."""
+    code of this node's release (the Ra system's ``machine_code``)."""
     me = broker.node.name
     for name in registered_servers_local(RA_SYSTEM):
         if name == CLUSTER_NAME or actors.whereis(name) is not None:
             continue
-        persisted = registered_config_local(RA_SYSTEM, name) or {}
-        mutable = None if "machine" not in persisted else {
-            "machine": machine_for_code(persisted["machine"], broker.release.machine_version)}
-        result = api.restart_server(RA_SYSTEM, (name, me), mutable)
+        result = api.restart_server(RA_SYSTEM, (name, me))
         if result != "ok":
             log.warning("queue member %s not restarted: %r", name, result)
 
@@ -305,7 +303,11 @@ class BrokerNode:
             settle_timeout=self.config.dead_letter_worker_publisher_confirm_timeout)
 
     def ra_config(self) -> dict[str, Any]:
-        return ra_system_config(self.config)
+        """The Ra system config; every member on this node runs the ``rabbit_fifo``
+        code of the node's release (`broker.queue_code`), whoever started it."""
+        return {**ra_system_config(self.config),
+                "machine_code": partial(machine_for_code,
+                                        code_version=self.release.machine_version)}
 
     def children(self) -> list[dict[str, Any]]:
         data_dir = self.config.data_dir or "."

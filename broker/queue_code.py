@@ -16,11 +16,15 @@ does not start), as Ra does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import actors
+from broker.running import broker_of
 from fifo.ra_glue import QueueMachine
+from ra import system as ra_system
 
-__all__ = ["machine_for_code"]
+__all__ = ["code_version", "initial_machine_version", "machine_for_code"]
 
 
 def machine_for_code(machine: Any, code_version: int) -> Any:
@@ -36,3 +40,22 @@ def machine_for_code(machine: Any, code_version: int) -> Any:
     if current == code_version or current <= 2 < code_version:
         return machine
     return QueueMachine(machine.config, code_version)
+
+
+def code_version() -> int:
+    """``rabbit_fifo:version()`` on the calling node: its release's machine version."""
+    return broker_of().release.machine_version
+
+
+def initial_machine_version(own: int, nodes: Sequence[str], timeout: int = 5000) -> int:
+    """The machine version a new queue starts at (``rabbit_quorum_queue:start_cluster``):
+    the oldest that the code of its member nodes runs, nodes that do not answer left
+    out. A queue declared halfway through a rolling upgrade so gets a member on every
+    node and moves to the newer version together with the queues declared before."""
+    versions = [own]
+    for node in nodes:
+        if node != actors.node():
+            version = ra_system.rpc(node, code_version, timeout=timeout)
+            if isinstance(version, int) and not isinstance(version, bool):
+                versions.append(version)
+    return min(versions)

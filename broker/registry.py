@@ -19,6 +19,7 @@ from typing import Any
 import actors
 from broker import policy as pol
 from broker.metadata import effective_policy
+from broker.queue_code import initial_machine_version
 from broker.queue_config import machine_config, queue_resource, ra_name
 from broker.store import Metadata
 from channel.errors import AmqpError, rs
@@ -121,8 +122,10 @@ class MetadataRegistry:
                                 self.release)
         config.pop("name")
         config.pop("queue_resource")
-        # started from the chosen leader's node, whose member stands for election first
-        start = partial(ra_glue.start_queue, machine_version=self.machine_version)
+        # started from the chosen leader's node, whose member stands for election first,
+        # at the oldest machine version the member nodes' code runs
+        version = initial_machine_version(self.machine_version, nodes)
+        start = partial(ra_glue.start_queue, machine_version=version)
         return ra_system.rpc(nodes[0], start, self.system, record.ra_name,
                              queue_resource(record.vhost, record.name), nodes, config,
                              timeout=30_000)

@@ -187,11 +187,28 @@ def _start_server_sup(config: dict[str, Any]) -> Any:
 # ------------------------------------------- server lifecycle, node-local
 
 
+def _node_code(handle: SystemHandle, config: dict[str, Any]) -> dict[str, Any]:
+    """The member's machine as this node's code runs it.
+
+    In Erlang a machine is ``{module, Mod, Args}`` and the module is whatever the
+    node has loaded, so the same config runs different code on nodes of different
+    releases. Here the machine object is the code, and it travels with the config
+    (from the node that starts a cluster, or from the persisted config at
+    restart); a system config's ``machine_code`` (a function of the machine) gives
+    the node's own, before the config is validated or the server started.
+    """
+    code = handle.config.get("machine_code")
+    if code is None or "machine" not in config:
+        return config
+    return {**config, "machine": code(config["machine"])}
+
+
 def start_server_local(system: str, config: dict[str, Any], new: bool = True) -> Any:
     """``ra_server_sup_sup:start_server``: ``"ok"`` or ``("error", reason)``."""
     handle = lookup(actors.get_node(), system)
     if handle is None:
         return ("error", "system_not_started")
+    config = _node_code(handle, config)
     name = config["id"][0]
     running = actors.whereis(name)
     if running is not None:
@@ -223,13 +240,6 @@ def restart_server_local(system: str, name: str, mutable: dict[str, Any] | None)
         return ("error", "name_not_registered")
     config = {**persisted, **(mutable or {})}
     return start_server_local(system, config, new=False)
-
-
-def registered_config_local(system: str, name: str) -> dict[str, Any] | None:
-    """The config a registered server was started with (what ``restart_server``
-    re-reads), or None: a node picks the machine code it restarts the member with."""
-    handle = lookup(actors.get_node(), system)
-    return None if handle is None else handle.disk.config_for(name)
 
 
 def registered_servers_local(system: str) -> list[str]:

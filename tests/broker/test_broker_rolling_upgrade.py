@@ -6,7 +6,9 @@ restarted one at a time as 4.3: a restarted node's members run 4.3's code, which
 supports machine 8, but while any member still runs 4.2's code the queue stays
 on machine 7. Once the last node is back the leader appends one
 ``{machine_version, 7, 8}`` entry and every replica converts at that index, once.
-Every confirmed message is delivered. A node then started again as 4.2 has code
+A queue declared on a 4.3 node halfway through starts at machine 7, the version
+every member's code runs, and moves to 8 with the others. Every confirmed
+message is delivered. A node then started again as 4.2 has code
 older than the queue's machine: its member stops applying (or does not start), as
 Ra does, and the queue keeps serving from the other two.
 """
@@ -33,6 +35,8 @@ from tests.broker.broker_support import (
 from transports.zmq_node import stop_node_process
 
 QUEUE = "orders"
+#: a queue declared halfway through the restarts
+LATE = "late"
 ARGS = {"x-queue-type": "quorum"}
 CLIENT_ERRORS = (pika.exceptions.AMQPError, OSError)
 
@@ -127,17 +131,17 @@ def _restart(clients: Clients, nodes: list[BrokerProc], b: BrokerProc, series: s
     clients.down.discard(b.name)
 
 
-def _status(nodes: list[BrokerProc]) -> dict[str, dict[str, Any]]:
+def _status(nodes: list[BrokerProc], queue: str = QUEUE) -> dict[str, dict[str, Any]]:
     for b in nodes:
         try:
-            return {r["node"]: r for r in ctl_json(b.name, "quorum_status", QUEUE)}
+            return {r["node"]: r for r in ctl_json(b.name, "quorum_status", queue)}
         except AssertionError:
             continue
     raise AssertionError("no node answers quorum_status")
 
 
-def _all_members_follow(nodes: list[BrokerProc]) -> bool:
-    rows = _status(nodes).values()
+def _all_members_follow(nodes: list[BrokerProc], queue: str = QUEUE) -> bool:
+    rows = _status(nodes, queue).values()
     return len(rows) == 3 and all(r["raft_state"] in ("leader", "follower") for r in rows)
 
 
@@ -157,10 +161,18 @@ def test_a_rolling_restart_onto_4_3_converts_every_replica_once_and_loses_nothin
                     rows = _status(nodes)
                     assert {r["machine_version"] for r in rows.values()} == {7}
                     assert rows[b.name]["code_machine_version"] == 8
-            upgraded = eventually(
-                lambda: all(r["machine_version"] == 8 for r in _status(nodes).values()),
-                timeout=60)
-            assert upgraded, _status(nodes)
+                if i == 0:
+                    # declared on the 4.3 node, at the version every member node runs
+                    conn = connect(b)
+                    conn.channel().queue_declare(LATE, durable=True, arguments=ARGS)
+                    conn.close()
+                    assert eventually(lambda: _all_members_follow(nodes, LATE), timeout=30)
+                    rows = _status(nodes, LATE)
+                    assert {r["machine_version"] for r in rows.values()} == {7}, rows
+            for queue in (QUEUE, LATE):
+                upgraded = eventually(lambda q=queue: all(
+                    r["machine_version"] == 8 for r in _status(nodes, q).values()), timeout=60)
+                assert upgraded, _status(nodes, queue)
             clients.progress()
         rows = _status(nodes)
         switches = [[v for v in r["machine_versions"] if v[1] == 8] for r in rows.values()]
