@@ -15,6 +15,8 @@ import datetime
 from dataclasses import dataclass, replace
 from typing import Any
 
+from channel.queue_types.header_table import Long
+
 __all__ = ["Death", "Deaths", "death_headers", "record"]
 
 
@@ -66,7 +68,7 @@ def record(deaths: Deaths | None, reason: str, queue: str, exchange: str,
 
 def _table(d: Death) -> dict[str, Any]:
     table: dict[str, Any] = {
-        "count": d.count,
+        "count": Long(d.count),
         "reason": d.reason,
         "queue": d.queue,
         "time": datetime.datetime.fromtimestamp(d.time_ms // 1000, datetime.UTC),
@@ -79,7 +81,9 @@ def _table(d: Death) -> dict[str, Any]:
 
 
 def death_headers(deaths: Deaths, last_death: bool = True) -> dict[str, Any]:
-    """`x-death`, `x-first-death-*` and `x-last-death-*` as AMQP 0-9-1 headers.
+    """`x-death`, `x-first-death-*` and `x-last-death-*` as AMQP 0-9-1 headers, in
+    RabbitMQ's field types: texts are long strings, `count` a long-long, `time` a
+    timestamp (whole seconds).
 
     `last_death` False leaves the `x-last-death-*` headers out, as releases before
     3.13 do (the release's `last_death_headers`)."""

@@ -3,10 +3,11 @@
 RabbitMQ wraps every publish in a message container before it reaches a
 queue; the queue machine reads only its size, TTL, priority and annotations,
 and the consumer side turns annotations such as `x-delivery-count` back into
-AMQP headers (`mc_amqpl`). `QqMessage` is that container: the raw property
-bytes and body travel untouched, the TTL (`expiration`) and `priority` are
-decoded once at publish, and annotations become headers only on the way out,
-so a message without annotations is delivered byte for byte as published.
+AMQP headers (`mc_amqpl`), integers as long-longs (`channel.queue_types.header_table`).
+`QqMessage` is that container: the raw property bytes and body travel untouched,
+the TTL (`expiration`) and `priority` are decoded once at publish, and
+annotations become headers only on the way out, so a message without
+annotations is delivered byte for byte as published.
 A dead-lettered message also carries its death history (`channel.queue_types.qq_death`),
 delivered as the `x-death` headers; its exchange and routing keys are the
 dead-letter exchange's and keys, as in RabbitMQ.
@@ -21,6 +22,7 @@ from actors.wire import wire_record
 from channel.protocol.framing import Content
 from channel.queue_types import qq_death
 from channel.queue_types.backend import Message
+from channel.queue_types.header_table import Long, with_headers
 from channel.queue_types.qq_death import Deaths
 
 __all__ = ["QqMessage"]
@@ -112,14 +114,14 @@ class QqMessage:
     def to_message(self, last_death: bool = True) -> Message:
         """The message as delivered: `x-` annotations added to the headers table (the
         `x-last-death-*` ones only where the consumer's release has them)."""
-        extra = [(k, v) for k, v in self.annotations if k.startswith("x-")]
+        extra = {k: _typed(v) for k, v in self.annotations if k.startswith("x-")}
         if self.deaths is not None:
-            extra.extend(qq_death.death_headers(self.deaths, last_death).items())
-        content = Content(self.properties_bin, self.body, self.class_id)
-        if extra:
-            props = content.properties()
-            headers = dict(props.headers or {})
-            headers.update(extra)
-            props.headers = headers
-            content = Content(props.marshal(), self.body, self.class_id)
+            extra.update(qq_death.death_headers(self.deaths, last_death))
+        content = Content(with_headers(self.properties_bin, extra), self.body, self.class_id)
         return Message(self.exchange, self.routing_key, content, self.routing_keys)
+
+
+def _typed(value: Any) -> Any:
+    """An annotation as RabbitMQ writes it into the headers (`mc_amqpl`): an integer
+    as a long-long, a boolean and a text as themselves."""
+    return Long(value) if type(value) is int else value
