@@ -4,7 +4,9 @@ monitors and the timers tell one ``rabbit_amqqueue_process``.
 Each input is a frozen record named after the upstream message it stands for
 (``deliver``, ``basic_consume``, ``ack``, ``notify_down``, ...). Channel-side
 delivery tags never reach the queue: the channel resolves them to the queue's
-own message ids (upstream ``AckTag``s) before it settles.
+own message ids (upstream ``AckTag``s) before it settles. A channel on another
+node than the queue sends them over the node link, so each pickles as its
+constructor call (`actors.wire.wire_record`), not through ``dataclasses.fields``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
+
+from actors.wire import wire_record
 
 __all__ = [
     "Ack",
@@ -37,6 +41,7 @@ ChannelId = Hashable
 """Whatever identifies a channel process to the shell (its pid)."""
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Deliver:
     """A publish routed to this queue (upstream ``{deliver, Delivery, ...}``).
@@ -58,6 +63,7 @@ class Deliver:
     content: Any = None
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Written:
     """The message store has written these messages to the operating system."""
@@ -65,6 +71,7 @@ class Written:
     msg_ids: tuple[int, ...]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class BasicConsume:
     """``basic.consume``; ``prefetch`` is the channel's per-consumer qos (0 = none)."""
@@ -78,24 +85,28 @@ class BasicConsume:
     args: tuple[tuple[str, Any], ...] = ()
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class BasicCancel:
     channel: ChannelId
     tag: str
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class BasicGet:
     channel: ChannelId
     ack_required: bool = True
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Ack:
     channel: ChannelId
     msg_ids: tuple[int, ...]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Reject:
     """``basic.reject`` / ``basic.nack`` (the channel expands ``multiple``)."""
@@ -105,6 +116,7 @@ class Reject:
     requeue: bool
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Recover:
     """``basic.recover(requeue=true)``: every unacked message of the channel goes back."""
@@ -112,6 +124,7 @@ class Recover:
     channel: ChannelId
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class NotifyDown:
     """The channel died or closed: its consumers go, its unacked messages come back."""
@@ -119,11 +132,13 @@ class NotifyDown:
     channel: ChannelId
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class OwnerDown:
     """The exclusive owner connection went away: the queue deletes itself."""
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class NotifySent:
     """The channel's writer has written ``count`` more of our deliveries."""
@@ -132,6 +147,7 @@ class NotifySent:
     count: int
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class LimiterCredit:
     """The channel's global-qos limiter allows ``credit`` more ack-required deliveries.
@@ -146,22 +162,26 @@ class LimiterCredit:
     credit: int | None
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Purge:
     pass
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Delete:
     if_unused: bool = False
     if_empty: bool = False
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Stat:
     """A non-``nowait`` declare asking for the counts; it counts as a use (x-expires)."""
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Tick:
     """Time passed: expire head messages and check the queue's own x-expires."""

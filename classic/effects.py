@@ -6,6 +6,8 @@ executes them (matching on the type, exhaustively). Names follow what
 ``reject_publish`` events to the publishing channel, ``deliver`` to a
 consuming channel, ``basic.cancel`` from the server, at-most-once dead
 lettering through ``rabbit_dead_letter``, ``erlang:monitor``/``demonitor``.
+Deliveries, confirms and cancels reach channels on other nodes over the node
+link, so each record pickles as its constructor call (`actors.wire.wire_record`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from actors.wire import wire_record
 
 __all__ = [
     "AmqpError",
@@ -40,6 +44,7 @@ DeadLetterReason = Literal["rejected", "expired", "maxlen"]
 DeleteReason = Literal["delete", "auto_delete", "expired", "owner_down"]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One message as it leaves the queue (to a consumer, a get or a dead-letter)."""
@@ -58,6 +63,7 @@ class Delivery:
 # --- effects -------------------------------------------------------------------------------
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Confirm:
     """``basic.ack`` is due for these publisher sequence numbers of a channel."""
@@ -66,6 +72,7 @@ class Confirm:
     seqs: tuple[int, ...]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class RejectPublish:
     """``basic.nack`` is due: overflow refused the publish."""
@@ -74,6 +81,7 @@ class RejectPublish:
     seq: int
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Deliver:
     """``basic.deliver`` of messages to one consumer of a channel."""
@@ -84,6 +92,7 @@ class Deliver:
     messages: tuple[Delivery, ...]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """Publish copies to the dead-letter exchange, at most once, and forget them.
@@ -102,6 +111,7 @@ class DeadLetter:
     messages: tuple[Delivery, ...]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class CancelConsumer:
     """Server-side ``basic.cancel`` (sent only if the client asked for it)."""
@@ -110,16 +120,19 @@ class CancelConsumer:
     tag: str
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Monitor:
     channel: ChannelId
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Demonitor:
     channel: ChannelId
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class StoreWrite:
     """Persist these messages (persistent, durable queue); ``Written`` comes back."""
@@ -127,6 +140,7 @@ class StoreWrite:
     messages: tuple[Delivery, ...]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class StoreRemove:
     """These persisted messages left the queue for good."""
@@ -134,6 +148,7 @@ class StoreRemove:
     msg_ids: tuple[int, ...]
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Deleted:
     """The queue is gone; the shell removes its record and stops the process."""
@@ -150,6 +165,7 @@ Effect = (
 # --- replies -------------------------------------------------------------------------------
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Ok:
     """Success; ``message_count`` where the method reports one (purge, delete, stat)."""
@@ -158,11 +174,13 @@ class Ok:
     consumer_count: int | None = None
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class ConsumeOk:
     tag: str
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class GetOk:
     """``basic.get-ok``; ``message_count`` = ready messages left after this one."""
@@ -171,11 +189,13 @@ class GetOk:
     message_count: int
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class GetEmpty:
     pass
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class AmqpError:
     """A channel error with RabbitMQ's code, name and text."""

@@ -21,7 +21,7 @@ from typing import Any
 from pamqp import commands, decode, encode
 from pamqp.base import Frame as MethodFrame
 
-from actors.wire import frozen_init
+from actors.wire import frozen_init, wire_record
 from channel.protocol.access_methods import EXTRA_METHODS
 from channel.protocol.method_check import BadTable, MalformedUtf8, check_arguments
 
@@ -211,10 +211,11 @@ def decode_properties(properties_bin: bytes) -> commands.Basic.Properties:
     return props
 
 
-@frozen_init
+@wire_record
 @dataclass(frozen=True, slots=True)
 class Content:
-    """A message's content as it travels: raw properties and body bytes."""
+    """A message's content as it travels: raw properties and body bytes (pickled as
+    its constructor call: it crosses nodes in every remote delivery)."""
 
     properties_bin: bytes = EMPTY_PROPERTIES
     body: bytes = b""
@@ -237,6 +238,7 @@ class Content:
         return cls(props.marshal(), body)
 
 
+@wire_record
 @dataclass(frozen=True, slots=True)
 class UnreadContent(Content):
     """The content of a publish refused on its header for the body size it declares.
