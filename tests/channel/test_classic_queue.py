@@ -38,6 +38,7 @@ from channel.queue_types.classic.classic_directory import ClassicRecord, LocalDi
 from channel.queue_types.classic.classic_queue import ClassicBackend
 from classic import effects as e
 from classic.queue_sup import start_queue_sup
+from releases import RELEASES
 from tests.channel.conftest import Broker, client, ok, params, refused
 
 LOCKED = ("cannot obtain exclusive access to locked queue '{}' in vhost '/'. It could be "
@@ -330,6 +331,37 @@ def test_a_rejected_message_is_dead_lettered_with_its_death_recorded(conn: Any) 
         "routing-keys": ["src"], "original-expiration": "60000"}
     assert (headers["x-first-death-reason"], headers["x-first-death-queue"]) == (
         "rejected", "src")
+
+
+@pytest.mark.parametrize(("series", "cc"), [("3.10", None), ("4.0", ["elsewhere"])])
+def test_a_dead_letter_routed_by_the_queues_key_keeps_cc_as_its_release_does(
+        broker: Broker, conn: Any, series: str, cc: list[str] | None) -> None:
+    """3.10 drops the `CC` header of a message dead-lettered with the queue's
+    `x-dead-letter-routing-key`; 4.x keeps it (the keys it routed by are in `x-death`)."""
+    backend: Any = broker.backend
+    backend.set_dead_letter(ClassicDeadLetter(broker.ctx.topology, backend,
+                                              release=RELEASES[series]))
+
+    def work() -> dict[str, Any]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        ch.queue_declare("dead")
+        ch.queue_declare("src", arguments={"x-dead-letter-exchange": "",
+                                           "x-dead-letter-routing-key": "dead"})
+        ch.basic_publish("", "src", b"bad", pika.BasicProperties(
+            headers={"CC": ["elsewhere"], "app": "probe"}))
+        method = ch.basic_get("src")[0]
+        ch.basic_reject(method.delivery_tag, requeue=False)
+        for _ in range(100):
+            got = ch.basic_get("dead", auto_ack=True)
+            if got[0] is not None:
+                return dict(got[1].headers)
+            time.sleep(0.02)
+        raise AssertionError("no dead letter")
+    headers = client(work)
+    assert headers.get("CC") == cc
+    assert headers["app"] == "probe"
+    assert headers["x-death"][0]["routing-keys"] == ["src", "elsewhere"]
 
 
 def test_an_expired_message_dead_letters_through_its_exchange(conn: Any) -> None:

@@ -5,8 +5,10 @@ messages. This module does what RabbitMQ does with them: record the death on
 each message (the same ``x-death`` / ``x-first-death-*`` / ``x-last-death-*``
 headers quorum queues give, the ``expiration`` property moved to
 ``original-expiration``), give it the dead-letter routing key or keep its own
-keys, route it through the dead-letter exchange, drop targets that would close
-a dead-letter cycle, and enqueue it without confirms in every classic and
+keys (3.10 also drops the message's ``CC`` header when the queue's own routing
+key replaces its keys, the release's ``dead_letter_key_drops_cc``), route it
+through the dead-letter exchange, drop targets that would close a dead-letter
+cycle, and enqueue it without confirms in every classic and
 quorum queue it reaches. A missing dead-letter exchange drops the messages.
 
 It runs inside the source queue's process, so it must not block: routing
@@ -17,11 +19,13 @@ queue processes and pipelined commands to quorum queue leaders.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import actors
 from actors import gen_server
 from channel.exchanges.exchange import Topology
+from channel.queue_types.header_table import drop_header
 from channel.queue_types.qq_message import QqMessage
 from channel.queue_types.queue_registry import QueueRegistry
 from classic import commands as c
@@ -29,11 +33,12 @@ from classic import effects as e
 from fifo.commands import make_enqueue
 from fifo.dlx_worker import detect_cycles
 from ra import api
+from releases import Release
 
 if TYPE_CHECKING:
     from channel.queue_types.classic.classic_queue import ClassicBackend
 
-__all__ = ["ClassicDeadLetter", "enqueue", "stored"]
+__all__ = ["ClassicDeadLetter", "enqueue", "stored", "without_cc"]
 
 log = logging.getLogger("warren.channel.dlx")
 
@@ -41,6 +46,12 @@ log = logging.getLogger("warren.channel.dlx")
 def stored(content: Any) -> QqMessage:
     """The message as a container that keeps its death history across queues."""
     return content if isinstance(content, QqMessage) else QqMessage.from_message(content)
+
+
+def without_cc(msg: QqMessage) -> QqMessage:
+    """3.10's ``rabbit_dead_letter:make_msg``: a dead letter sent with the queue's own
+    routing key loses its ``CC`` header (the rest of the table as the publisher sent it)."""
+    return replace(msg, properties_bin=drop_header(msg.properties_bin, "CC"))
 
 
 def enqueue(pid: Any, dead: QqMessage, persistent: bool) -> None:
@@ -55,10 +66,14 @@ class ClassicDeadLetter:
     """The dead-letter hook of a node's classic queues."""
 
     def __init__(self, topology: Topology, classic: ClassicBackend,
-                 registry: QueueRegistry | None = None) -> None:
+                 registry: QueueRegistry | None = None,
+                 release: Release | None = None) -> None:
         self.topology = topology
         self.classic = classic
         self.registry = registry
+        #: the node's release: the quorum queues' registry's unless given
+        self.release = release if release is not None or registry is None \
+            else registry.release
 
     def __call__(self, dead_letter: e.DeadLetter) -> None:
         vhost, exchange = dead_letter.vhost, dead_letter.exchange
@@ -77,6 +92,9 @@ class ClassicDeadLetter:
         dead = msg.mc_record_death(dl.reason, dl.queue, now)
         dead = dead.mc_set_annotation("routing_keys", keys).mc_set_annotation(
             "exchange", dl.exchange)
+        if dl.routing_key is not None and self.release is not None \
+                and self.release.dead_letter_key_drops_cc:
+            dead = without_cc(dead)
         routed = self.topology.route(dl.vhost, dl.exchange, list(keys), dead.headers())
         cyclic, targets = detect_cycles(dl.reason, dead, routed)
         if cyclic:

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import actors
 from channel.exchanges.exchange import Topology
 from channel.protocol.framing import Content
-from channel.queue_types.classic.classic_dead_letter import enqueue
+from channel.queue_types.classic.classic_dead_letter import enqueue, without_cc
 from channel.queue_types.qq_message import QqMessage
 from channel.queue_types.queue_registry import QueueRegistry
 from fifo import ra_hooks
@@ -94,7 +93,7 @@ class DeadLetterPublisher:
         dead = dead.mc_set_annotation("routing_keys", keys).mc_set_annotation(
             "exchange", exchange)
         if routing_key is not None and self.registry.release.dead_letter_key_drops_cc:
-            dead = _without_cc(dead)
+            dead = without_cc(dead)
         routed = self.topology.route(vhost, exchange, list(keys), dead.headers())
         records = {q: self.registry.lookup(vhost, q) for q in routed}
         classic = {q: self.classic.lookup(vhost, q) for q, r in records.items()
@@ -111,15 +110,6 @@ class DeadLetterPublisher:
                 continue
             server = record.leader or record.servers[0]
             api.pipeline_command(server, make_enqueue(None, None, dead))
-
-
-def _without_cc(msg: QqMessage) -> QqMessage:
-    """3.10: a dead letter sent with the queue's own routing key loses its `CC` header."""
-    props = Content(msg.properties_bin, msg.body, msg.class_id).properties()
-    if not props.headers or "CC" not in props.headers:
-        return msg
-    props.headers = {k: v for k, v in props.headers.items() if k != "CC"}
-    return replace(msg, properties_bin=props.marshal())
 
 
 def _persistent(msg: QqMessage) -> bool:
