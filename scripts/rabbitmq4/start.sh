@@ -31,8 +31,9 @@ for n in $(seq 1 "$count"); do
     > "$dir/rabbitmq.conf"
   echo '[].' > "$dir/enabled_plugins"
   echo '[].' > "$dir/advanced.config"
-  # A session of its own, no inherited descriptors but the three standard ones:
-  # the node outlives this script and must not hold its caller's pipes open.
+  # A session of its own (stop.sh ends what is left of it by its group), its
+  # output in a file and its input from /dev/null: the node outlives this script
+  # and must not hold its caller's terminal or pipes open.
   setsid bash -c '. "$1/common.sh"; rmq4_run "$2" "$rmq4_server"' _ "$here" "$n" \
     > "$dir/console.log" 2>&1 < /dev/null &
   echo $! > "$dir/launcher.pid"
