@@ -82,13 +82,17 @@ def run_scenario(scenario: Scenario, run_dir: str | Path | None = None, *,
                  console: Console | None = None, seed: int = 0, analyze: bool = True,
                  backend: str = "quorum", node_argv: NodeArgv = warren_node_argv,
                  analysis_argv: list[str] | None = None, analyzer: Analyzer | None = None,
-                 nemesis_cls: type[Nemesis] = Nemesis) -> RunResult:
+                 nemesis_cls: type[Nemesis] = Nemesis,
+                 rabbitmq_version: str | None = None) -> RunResult:
     """Run `scenario`; see the module docstring for the steps and exit codes.
 
     By default the analysis is `warren analyze` in a process of its own (Spark stays
     out of this one); `analyzer` runs it in this process instead. `nemesis_cls` lets a
     test add fault kinds of its own (a `_start_<fault>` method) without them becoming
-    part of the scenario catalogue.
+    part of the scenario catalogue. `rabbitmq_version` makes every node model that
+    RabbitMQ release (the nodes' ``rabbitmq_version``; their default when None) and
+    is recorded in the run's metadata, so runs of one scenario under several releases
+    can be compared (`warren scenario compare`).
     """
     errors = scenario.validate()
     if errors:
@@ -100,13 +104,17 @@ def run_scenario(scenario: Scenario, run_dir: str | Path | None = None, *,
     result = RunResult(run, EXIT_HARNESS)
     harness_rec = Recorder(run, run_id, "harness")
     nemesis_rec = Recorder(run, run_id, "nemesis")
-    _record_meta(harness_rec, scenario, seed, backend)
+    _record_meta(harness_rec, scenario, seed, backend, rabbitmq_version)
+    extra: dict[str, Any] = {"state_digest_every": scenario.state_digest_every}
+    if rabbitmq_version is not None:
+        extra["rabbitmq_version"] = rabbitmq_version
     cluster = Cluster(run, scenario.nodes, backend=backend, net_ticktime=scenario.net_ticktime,
                       run_id=run_id, history_dir=run, amqp=scenario.amqp, node_argv=node_argv,
-                      extra_config={"state_digest_every": scenario.state_digest_every})
+                      extra_config=extra)
     clients: list[Client] = []
     try:
-        out.print(f"[bold]{scenario.name}[/]: {scenario.nodes} nodes, "
+        release = "" if rabbitmq_version is None else f", RabbitMQ {rabbitmq_version}"
+        out.print(f"[bold]{scenario.name}[/]: {scenario.nodes} nodes{release}, "
                   f"{scenario.duration_s:g} s, run dir {run}")
         cluster.start()
         _declare(cluster, scenario)
@@ -137,12 +145,14 @@ def run_scenario(scenario: Scenario, run_dir: str | Path | None = None, *,
     return _analyze(result, scenario, out, analysis_argv, analyzer)
 
 
-def _record_meta(rec: Recorder, scenario: Scenario, seed: int, backend: str) -> None:
+def _record_meta(rec: Recorder, scenario: Scenario, seed: int, backend: str,
+                 rabbitmq_version: str | None = None) -> None:
     try:
         version = metadata.version("warren")
     except metadata.PackageNotFoundError:
         version = "unknown"
-    config = {"scenario": dataclasses.asdict(scenario), "seed": seed, "backend": backend}
+    config = {"scenario": dataclasses.asdict(scenario), "seed": seed, "backend": backend,
+              "rabbitmq_version": rabbitmq_version}
     rec.record("run_meta", emitter="harness", started_wall_ns=time.time_ns(),
                warren_version=version, config_json=json.dumps(config, default=str),
                queues_json=json.dumps(scenario.queues_meta()), workload=scenario.workload,

@@ -105,6 +105,9 @@ class ClientSpec:
     prefetch: int = 10
     ack_delay_s: float = 0.0
     reject_poison: bool = True
+    #: consumer: reject a poison message with requeue this many times, then ack it
+    #: (0: reject it every time, leaving it to the queue's delivery limit)
+    poison_requeues: int = 0
     #: AMQP heartbeat (seconds): how fast a client notices a stopped or cut-off node
     heartbeat_s: int = 5
 
@@ -337,6 +340,19 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         faults=(FaultSpec("kill", 8, 3, "leader:q1"),),
         duration_s=20, workload="dlx",
         expect={**_SAFE, "dlx_at_least_once": "pass"},
+    ),
+    Scenario(
+        "poison-requeue",
+        "Every 10th message is poison, on a queue declared without a delivery limit: "
+        "the one consumer rejects it with requeue 25 times, then acks it. Which "
+        "release the nodes model decides what happens meanwhile (a default delivery "
+        "limit may remove it first, a requeue may or may not count); compare runs "
+        "under each with `warren scenario compare`.",
+        queues=(QueueSpec("q1"),),
+        clients=(ClientSpec("publisher", "q1", rate=40, poison_every=10),
+                 ClientSpec("consumer", "q1", prefetch=10, poison_requeues=25)),
+        duration_s=15, expect={"ordering_channel_fifo": "pass",
+                               "replica_determinism": "pass"},
     ),
     Scenario(
         "classic-rpc",

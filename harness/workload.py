@@ -380,6 +380,8 @@ class Consumer(_Client):
         self.drain_deadline = 0.0
         self.checking = False
         self.consumer_tag: str | None = None
+        #: msg_id -> times this consumer rejected it (`poison_requeues` bounds them)
+        self.poison_rejects: dict[int, int] = {}
 
     def _setup(self, channel: Any) -> None:
         self.unacked.clear()
@@ -429,7 +431,7 @@ class Consumer(_Client):
                     delivery_count=None if count is None else int(count))
         self.last_delivery = time.monotonic()
         self.unacked.add(tag)
-        if headers.get(POISON_HEADER) and self.spec.reject_poison:
+        if headers.get(POISON_HEADER) and self._rejects_poison(msg_id_of(headers, body)):
             channel.basic_reject(tag, requeue=True)
             rec.reject(tag, requeue=True)
             self.unacked.discard(tag)
@@ -437,6 +439,19 @@ class Consumer(_Client):
             self.ioloop.call_later(self.spec.ack_delay_s, lambda: self._ack(channel, tag))
         else:
             self._ack(channel, tag)
+
+    def _rejects_poison(self, msg_id: int) -> bool:
+        """Whether this delivery of a poison message is rejected with requeue: always,
+        or its first `poison_requeues` deliveries to this consumer when that is set
+        (then it is acked, so a queue without a delivery limit still drains)."""
+        if not self.spec.reject_poison:
+            return False
+        limit = self.spec.poison_requeues
+        done = self.poison_rejects.get(msg_id, 0)
+        if limit and done >= limit:
+            return False
+        self.poison_rejects[msg_id] = done + 1
+        return True
 
     def _ack(self, channel: Any, tag: int) -> None:
         if channel is not self.channel or self.rec is None or not channel.is_open:

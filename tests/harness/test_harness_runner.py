@@ -75,6 +75,33 @@ def test_the_nodes_record_a_state_digest_every_k_indexes(tmp_path: Path) -> None
     assert _processes_mentioning(str(run)) == []
 
 
+def test_the_nodes_model_the_release_the_run_asks_for(tmp_path: Path) -> None:
+    """`rabbitmq_version` reaches every node and the run's metadata. RabbitMQ 3.10 has
+    no default delivery limit (4.2 removes a message after 20 returns), and its
+    x-delivery-count counts every requeue: a poison message rejected with requeue
+    22 times comes back 22 times, counting 1 to 22, and is then acked."""
+    scenario = Scenario(
+        "tiny-poison", "one node, poison requeued", queues=(QueueSpec("q1"),),
+        clients=(ClientSpec("publisher", "q1", rate=20, messages=3, poison_every=3),
+                 ClientSpec("consumer", "q1", poison_requeues=22)),
+        nodes=1, duration_s=4, settle_s=0.5, drain_timeout_s=30)
+    run = tmp_path / "run"
+    result = run_scenario(scenario, run, console=Console(quiet=True), analyze=False,
+                          rabbitmq_version="3.10")
+    assert result.exit_code == 0, result.problems
+
+    (meta,) = _table(run, "run_meta")
+    assert json.loads(str(meta["config_json"]))["rabbitmq_version"] == "3.10"
+    ops = [r for r in _table(run, "client_ops") if str(r["node"]).startswith("client-")]
+    poison = {r["msg_id"] for r in ops if r["kind"] == "reject"}
+    assert len(poison) == 1
+    counts = [r["delivery_count"] for r in sorted(ops, key=lambda r: r["ts_ns"])
+              if r["kind"] == "deliver" and r["msg_id"] in poison]
+    assert counts[1:] == list(range(1, 23))
+    assert poison <= {r["msg_id"] for r in ops if r["kind"] == "ack"}
+    assert _processes_mentioning(str(run)) == []
+
+
 def _processes_mentioning(text: str) -> list[int]:
     """Pids whose command line names `text` (every node and client names its run dir)."""
     found = []

@@ -25,7 +25,7 @@ def test_every_shipped_scenario_validates(name: str) -> None:
 def test_the_required_scenarios_exist() -> None:
     assert set(SCENARIOS) == {"leader-failover", "consumer-crash", "partition-minority",
                               "partition-leader", "flow-overload", "poison-message",
-                              "sac-fifo", "classic-rpc"}
+                              "sac-fifo", "classic-rpc", "poison-requeue"}
 
 
 def test_classic_rpc_kills_the_home_node_of_a_durable_classic_work_queue() -> None:
