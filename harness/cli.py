@@ -3,10 +3,15 @@
     warren scenario list
     warren scenario run NAME [--run-dir D] [--nodes N] [--duration S] [--seed K]
                              [--state-digest-every K] [--backend quorum|memory]
-                             [--no-analyze]
+                             [--rabbitmq-version 3.10|4.0|4.2|4.3] [--no-analyze]
+    warren scenario compare RUN_DIR RUN_DIR... [--out DIR]
 
 The exit status of `run` is the runner's (see `harness.runner`): 0 when the
-analysis agrees with what the scenario expects.
+analysis agrees with what the scenario expects. `compare` puts runs of one scenario
+side by side (typically one per `--rabbitmq-version`): throughput, latency, memory
+per message, and where deliveries and their `x-delivery-count` differ; it prints the
+table and writes `compare.html` and `compare.json` into `--out` (default: the
+current directory). Exit 0, or 64 for bad input.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import argparse
 import dataclasses
 import sys
 from typing import Any
+
+from releases import RELEASES
 
 __all__ = ["add_parser", "main"]
 
@@ -37,9 +44,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="record a replica state digest every K log indexes "
                           "(default: the scenario's, 1)")
     run.add_argument("--backend", default="quorum", help="node queue backend (default quorum)")
+    run.add_argument("--rabbitmq-version", default=None, metavar="V",
+                     help="the RabbitMQ release every node models: "
+                          + ", ".join(RELEASES) + " (default: the nodes' own)")
     run.add_argument("--no-analyze", dest="analyze", action="store_false",
                      help="record and compact only")
     run.set_defaults(func=_run)
+    compare = sub.add_parser("compare", help="runs of one scenario side by side")
+    compare.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    compare.add_argument("--out", default=".", help="where compare.html and compare.json go")
+    compare.set_defaults(func=_compare)
     return p
 
 
@@ -73,12 +87,34 @@ def _run(args: argparse.Namespace) -> int:
     if args.state_digest_every is not None:
         scenario = dataclasses.replace(scenario, state_digest_every=args.state_digest_every)
     errors = scenario.validate()
+    if args.rabbitmq_version is not None and args.rabbitmq_version not in RELEASES:
+        errors.append(f"--rabbitmq-version {args.rabbitmq_version!r}: "
+                      f"one of {', '.join(RELEASES)}")
     if errors:
         print("invalid scenario: " + "; ".join(errors), file=sys.stderr)
         return 64
     result = run_scenario(scenario, args.run_dir, seed=args.seed, analyze=args.analyze,
-                          backend=args.backend)
+                          backend=args.backend, rabbitmq_version=args.rabbitmq_version)
     return result.exit_code
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from analysis import compare, compare_load, compare_report
+
+    try:
+        runs = [compare_load.load_run(Path(d)) for d in args.run_dirs]
+    except (OSError, ValueError) as exc:
+        print(f"warren scenario compare: bad input: {exc}", file=sys.stderr)
+        return 64
+    result = compare.compare(runs)
+    print(compare_report.format_text(result))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    compare_report.write_outputs(result, out)
+    print(f"report: {out / 'compare.html'}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
