@@ -576,7 +576,7 @@ class ChannelProcess:
             content = _without_bcc(content)
             decoded = None  # the stored properties no longer carry the BCC header
         targets = self.ctx.topology.route(self.vhost, xname, keys, headers)
-        queues = [q for q in targets if self.session.exists(q)]
+        queues = [q for q in targets if self.session.routable(q)]
         message = Message(xname, m.routing_key, content, tuple(keys), decoded)
         if trace.enabled():
             trace.emit("publish_in", channel=self.me, exchange=xname,

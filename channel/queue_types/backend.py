@@ -195,6 +195,12 @@ class QueueSession(Protocol):
 
     def exists(self, name: str) -> bool: ...
 
+    def routable(self, name: str) -> bool:
+        """Whether a publish routed to the queue reaches it: the queue exists and is in
+        the release's live table (3.10 takes a durable classic queue whose home node is
+        down out of it, so a `mandatory` publish routed only there is returned)."""
+        ...
+
     def check_access(self, name: str) -> None:
         """404 if missing, 405 if exclusive to another connection."""
         ...

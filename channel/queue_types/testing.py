@@ -200,6 +200,9 @@ class MemorySession:
     def exists(self, name: str) -> bool:
         return self._q(name) is not None
 
+    def routable(self, name: str) -> bool:
+        return self.exists(name)
+
     def declare(self, name: str, *, passive: bool, durable: bool, exclusive: bool,
                 auto_delete: bool, arguments: Mapping[str, Any]) -> DeclareOk:
         if passive:

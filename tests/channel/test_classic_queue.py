@@ -553,12 +553,39 @@ def test_a_durable_queue_on_a_down_node_is_absent_at_once_as_310_answers(node: N
         assert _refusal(lambda: session.get("q", ack_required=True, delivery_tag=1)) == down
         assert _refusal(lambda: session.check_access("q")) == down
         message = Message("", "q", Content.build(b"m"), ("q",))
+        assert not session.routable("q")
         assert session.deliver(["q"], message, 3) == [Settled("q", (3,))]
         assert session.deliver(["q"], message, None) == []
         assert _refusal(lambda: session.delete("q", if_unused=False, if_empty=True)) == (
             "PRECONDITION_FAILED", "queue 'q' in vhost '/' not empty")
         assert session.delete("q", if_unused=False, if_empty=False) == 0
         assert not session.exists("q")
+
+
+@pytest.mark.parametrize(("retries", "outcome"), [(0, "returned"), (2000, "nacked")])
+def test_a_mandatory_publish_to_a_queue_whose_home_node_is_down(
+        broker: Broker, conn: Any, retries: int, outcome: str) -> None:
+    """3.10 does not route to a durable queue whose home node is down, so a mandatory
+    publish routed only there comes back (312 NO_ROUTE) and is then confirmed; 4.x
+    routes to it and nacks the publish."""
+    backend: Any = broker.backend
+    backend.home_down_retries = retries
+    _queue_on_a_down_node(backend, "far")
+
+    def work() -> tuple[str, list[int]]:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        try:
+            ch.basic_publish("", "far", b"m", mandatory=True)
+            return "acked", []
+        except pex.UnroutableError as err:  # returned, then acked
+            return "returned", [m.method.reply_code for m in err.messages]
+        except pex.NackError as err:
+            return "nacked", [m.method.reply_code for m in err.messages
+                              if hasattr(m.method, "reply_code")]
+    result, codes = client(work)
+    assert result == outcome
+    assert codes == ([312] if outcome == "returned" else [])
 
 
 def test_a_durable_queue_on_a_down_node_is_retried_then_times_out_as_4x_answers(
@@ -583,6 +610,7 @@ def test_a_durable_queue_on_a_down_node_is_retried_then_times_out_as_4x_answers(
         assert _refusal(lambda: session.consume(
             "q", ConsumeSpec("ctag", ack_required=True, prefetch=10))) == timeout
         session.check_access("q")
+        assert session.routable("q")
         message = Message("", "q", Content.build(b"m"), ("q",))
         assert session.deliver(["q"], message, 3) == [Rejected("q", (3,))]
         assert session.deliver(["q"], message, None) == []

@@ -348,6 +348,12 @@ class ClassicSession:
     def exists(self, name: str) -> bool:
         return self._record(name) is not None
 
+    def routable(self, name: str) -> bool:
+        """4.x routes to a durable queue whose home node is down (the publish is then
+        nacked); 3.10's live table no longer has it, so nothing routes there."""
+        record = self._record(name)
+        return record is not None and (self.b.home_down_retries > 0 or _home_up(record))
+
     def check_access(self, name: str) -> None:
         self._accessible(name, wait=False)
 
@@ -458,8 +464,8 @@ class ClassicSession:
                 continue
             if not _home_up(record):
                 # 4.x routes to the queue and the publish is refused when the channel
-                # finds its process gone; 3.10 does not route to it, so a publish
-                # routed nowhere else is confirmed
+                # finds its process gone; 3.10 does not route to it (`routable`), and
+                # one routed while the node went counts as routed nowhere: confirmed
                 if correlation is not None:
                     actions.append(Rejected(name, (correlation,)) if self.b.home_down_retries
                                    else Settled(name, (correlation,)))

@@ -232,6 +232,11 @@ class QuorumSession:
             return True
         return self.classic is not None and self.classic.exists(name)
 
+    def routable(self, name: str) -> bool:
+        if self._record(name) is not None:
+            return True
+        return self.classic is not None and self.classic.routable(name)
+
     def check_access(self, name: str) -> None:
         if self._record(name) is not None:
             return  # quorum queues are never exclusive
