@@ -15,6 +15,7 @@ Ra does, and the queue keeps serving from the other two.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -121,8 +122,9 @@ def _restart(clients: Clients, nodes: list[BrokerProc], b: BrokerProc, series: s
     b.proc.terminate()
     try:
         b.proc.wait(30)
-    finally:
-        stop_node_process(b.proc)
+    except subprocess.TimeoutExpired:
+        pass  # killed below
+    stop_node_process(b.proc)
     peers = ",".join(n.name for n in nodes)
     launch(b, ["--rabbitmq-version", series, "--name", b.name, "--amqp-port",
                str(b.amqp_port), "--peers", peers, "--net-ticktime", "2",
