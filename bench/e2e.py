@@ -33,6 +33,10 @@ type; the ratios are warren's figures over theirs (``--rabbitmq no`` skips it,
 ``--amqp-url URL`` (repeatable or comma separated) measures any AMQP 0-9-1 broker
 instead of warren (publisher on the first URL, consumer on the second).
 
+``--rabbitmq-version V`` (repeatable or comma separated) measures warren modelling
+each release side by side, memory per queued message included, beside RabbitMQ; the
+last line is then keyed by release (``bench/e2e_versions.py``).
+
 ``--profile`` adds a phase (16 bytes, window 256, not counted) with ``py-spy record``
 on the queue's node (leader or home) and the publisher (``py-spy`` on ``PATH`` or
 ``--py-spy PATH``; no dependency of warren); without py-spy, cProfile on the
@@ -44,8 +48,9 @@ costs). ``--consumer-node same`` puts the consumer on the publisher's node.
 Usage: ``python bench/e2e.py [--queue-type quorum|classic] [--seconds 10]
 [--warmup 2] [--phases 16b,16bt,1k,w1] [--rabbitmq auto|yes|no] [--release 3.10]
 [--amqp-url URL]... [--profile] [--py-spy PATH] [--ra KEY=VALUE]... [--record K]
-[--consumer-node other|same]``. The last line printed is one JSON object with every
-figure and ratio. What it measured, change by change: docs/performance.md.
+[--consumer-node other|same] [--rabbitmq-version V]... [--memory-messages N]``.
+The last line printed is one JSON object with every figure and ratio. What it
+measured, change by change: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -651,6 +656,7 @@ def main() -> int:
     parser.add_argument("--consumer-node", choices=("other", "same"), default="other",
                         help="the consumer connects to another node than the publisher "
                              "(default) or to the publisher's, where the queue's leader is")
+    add_side_by_side_options(parser)
     args = parser.parse_args()
     if args.record is not None and args.record < 1:
         parser.error("--record: K must be at least 1")
@@ -672,6 +678,8 @@ def main() -> int:
     if args.rabbitmq == "yes" and not rabbitmq_local.available():
         parser.error("--rabbitmq yes: rabbitmq-server is not installed "
                      "(Debian: apt-get install rabbitmq-server)")
+    if args.rabbitmq_version:
+        return side_by_side(parser, args, phases, ra, want_rabbit, urls)
     py_spy = args.py_spy or shutil.which("py-spy")
     root = Path(tempfile.mkdtemp(prefix="warren-bench-e2e-", dir=args.dir))
     profile: dict[str, Profile] = {}
@@ -723,6 +731,41 @@ def main() -> int:
         f"{k.removeprefix('ratio_').removesuffix('_vs_reference')} x{v}"
         for k, v in ratios(ours, reference).items()), flush=True)
     print(json.dumps(out))
+    return 0
+
+
+def add_side_by_side_options(parser: argparse.ArgumentParser) -> None:
+    """The options of one run per release (``bench/e2e_versions.py``)."""
+    parser.add_argument("--rabbitmq-version", action="append", default=[], metavar="V",
+                        help="measure warren modelling each of these releases side by "
+                             "side (repeatable or comma separated: 3.10,4.0,4.2,4.3)")
+    parser.add_argument("--memory-messages", type=int, default=20000, metavar="N",
+                        help="with --rabbitmq-version: RSS per queued message with N "
+                             "messages in a queue, per release (0: not measured)")
+
+
+def side_by_side(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                 phases: list[Phase], ra: dict[str, Any], want_rabbit: bool,
+                 urls: list[str]) -> int:
+    """``--rabbitmq-version``: one cluster per release, then the reference; the table
+    and the JSON line keyed by release (``bench/e2e_versions.py``)."""
+    from bench import e2e_versions
+
+    try:
+        versions = e2e_versions.parse_versions(args.rabbitmq_version)
+    except ValueError as exc:
+        parser.error(f"--rabbitmq-version: {exc}")
+    for flag, given in (("--release", args.release), ("--amqp-url", urls),
+                        ("--profile", args.profile)):
+        if given:
+            parser.error(f"--rabbitmq-version: not with {flag}")
+    root = Path(tempfile.mkdtemp(prefix="warren-bench-e2e-", dir=args.dir))
+    try:
+        results = e2e_versions.run_side_by_side(args, versions, phases, ra, want_rabbit, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(e2e_versions.table(results), flush=True)
+    print(e2e_versions.report(results, args))
     return 0
 
 

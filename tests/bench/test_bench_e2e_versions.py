@@ -1,0 +1,64 @@
+"""`bench/e2e.py --rabbitmq-version`: the same workload against warren modelling each
+release, side by side, the last line keyed by release."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.e2e_versions import parse_versions, table
+
+ROOT = Path(__file__).resolve().parents[2]
+E2E = ROOT / "bench" / "e2e.py"
+
+
+def test_releases_are_given_repeated_or_comma_separated_each_once() -> None:
+    assert parse_versions(["3.10,4.0", "4.3", "4.0"]) == ["3.10", "4.0", "4.3"]
+
+
+@pytest.mark.parametrize("value", ["3.9", "4.1", ","])
+def test_a_release_warren_does_not_model_is_refused(value: str) -> None:
+    with pytest.raises(ValueError):
+        parse_versions([value])
+
+
+def test_the_table_has_a_column_per_release_and_a_line_per_figure() -> None:
+    text = table({"3.10": {"machine_version": 2, "msgs_s_16b": 1234.5},
+                  "4.3": {"machine_version": 8, "msgs_s_16b": 987.0,
+                          "bytes_per_msg_leader": 310.2}})
+    lines = [line.split("  ") for line in text.splitlines()]
+    assert [c.strip() for c in lines[0] if c.strip()] == ["figure", "3.10", "4.3"]
+    assert text.splitlines()[1].split()[-2:] == ["2", "8"]
+    assert text.splitlines()[2].split()[-2:] == ["1,234", "987"]
+    assert text.splitlines()[3].split()[-2:] == ["-", "310"]
+
+
+def test_an_unknown_release_is_a_usage_error_before_anything_starts() -> None:
+    done = subprocess.run([sys.executable, str(E2E), "--rabbitmq-version", "3.9",
+                           "--rabbitmq", "no"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--rabbitmq-version: '3.9' is not a release warren models" in done.stderr
+
+
+def test_one_release_measured_end_to_end(tmp_path: Path) -> None:
+    """One node modelling 3.10 (machine 2), the window-1 phase and a small memory fill:
+    every figure lands under the release's key of the last line."""
+    done = subprocess.run(
+        [sys.executable, str(E2E), "--rabbitmq-version", "3.10", "--rabbitmq", "no",
+         "--nodes", "1", "--phases", "w1", "--seconds", "1", "--warmup", "0.5",
+         "--memory-messages", "500", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=170, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    last = json.loads(done.stdout.strip().splitlines()[-1])
+    assert list(last) == ["3.10"]
+    figures = last["3.10"]
+    assert figures["machine_version"] == 2
+    assert figures["msgs_s_w1"] > 0 and figures["confirm_p50_ms_w1"] > 0
+    assert figures["messages"] == 500 and "bytes_per_msg_leader" in figures
+    assert "modelling RabbitMQ 3.10" in done.stdout
+    assert list(tmp_path.iterdir()) == []
