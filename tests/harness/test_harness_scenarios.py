@@ -97,3 +97,14 @@ def test_scaling_the_duration_scales_the_fault_schedule() -> None:
         (f.at_s / 2, f.for_s / 2) for f in s.faults]
     assert half.validate() == []
     assert s.scaled() == s
+
+
+def test_a_scenario_run_refuses_a_release_warren_does_not_model(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 64 and one line naming the releases, before any node starts."""
+    from harness.cli import main
+
+    assert main(["scenario", "run", "poison-requeue", "--rabbitmq-version", "3.9"]) == 64
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--rabbitmq-version '3.9': one of 3.10, 4.0, 4.2, 4.3" in err
