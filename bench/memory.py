@@ -1,4 +1,4 @@
-"""Memory per queued message: one quorum queue filled on three nodes, RSS per node.
+"""Memory per queued message: one queue filled on three nodes, RSS per node.
 
 A quorum queue's backlog should cost each member its machine state and a bounded
 window of recent log entries, not the messages themselves: those live in the Ra
@@ -12,20 +12,26 @@ node process's resident set (``VmRSS``); the figure is its growth since the queu
 was declared, divided by the messages in the queue, for the leader and the
 followers. The fill rate is confirmed messages per second over the whole fill.
 
+``--queue-type classic`` fills a non-durable classic queue (declared on node 1, its
+home node) with transient 16-byte messages instead: a classic queue holds such
+messages in its process's memory, on its home node only, so the figure is the home
+node's (``bytes_per_msg_home``; the other nodes' growth is printed too).
+
 When a RabbitMQ server is installed (Debian's ``rabbitmq-server``, 3.10.8 on
 bookworm; no dependency of warren), three RabbitMQ nodes on loopback
 (``bench/rabbitmq_local.py``) are measured the same way in the same run, after
 warren (``--rabbitmq no`` skips them, ``yes`` requires them). Their queue is
-declared on node 1 too, which makes that node the leader.
+declared on node 1 too, which makes that node the leader (or the home node).
 
-Usage: ``python bench/memory.py [--counts 100000,1000000] [--window 1000]
-[--settle 5] [--rabbitmq auto|yes|no] [--ra KEY=VALUE ...]``
+Usage: ``python bench/memory.py [--queue-type quorum|classic] [--counts
+100000,1000000] [--window 1000] [--settle 5] [--rabbitmq auto|yes|no] [--ra
+KEY=VALUE ...]``
 
 Prints one line per count and target, and last one JSON object with, for the
-largest count, ``bytes_per_msg_leader``, ``bytes_per_msg_follower_max`` and
-``fill_msgs_s`` (warren) and a ``reference`` object with the same keys
-(RabbitMQ, or null), plus ``per_count`` with every count's figures. Figures of
-runs are written up in docs/performance.md.
+largest count, ``bytes_per_msg_leader`` and ``bytes_per_msg_follower_max`` (quorum)
+or ``bytes_per_msg_home`` (classic), and ``fill_msgs_s`` (warren), a ``reference``
+object with the same keys (RabbitMQ, or null), and ``per_count`` with every count's
+figures. Figures of runs are written up in docs/performance.md.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from pika.adapters.select_connection import IOLoop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import rabbitmq_local
-from bench.e2e import Target, declare, ra_settings, rabbit_target, warren_cluster
+from bench.e2e import QUEUE_TYPES, Target, declare, ra_settings, rabbit_target, warren_cluster
 
 QUEUE = "bench-memory"
 BODY = b"0123456789abcdef"  # 16 bytes
@@ -68,10 +74,11 @@ def rss_bytes(pid: int) -> int:
 
 
 class Filler:
-    """A pika ``SelectConnection`` publisher: `count` persistent messages to the
-    default exchange with at most `window` unconfirmed; returns once all are confirmed."""
+    """A pika ``SelectConnection`` publisher: `count` messages (persistent unless
+    `delivery_mode` is 1) to the default exchange with at most `window` unconfirmed;
+    returns once all are confirmed."""
 
-    def __init__(self, url: str, queue: str, window: int) -> None:
+    def __init__(self, url: str, queue: str, window: int, delivery_mode: int = 2) -> None:
         self.params = pika.URLParameters(url)
         self.queue = queue
         self.window = window
@@ -82,7 +89,7 @@ class Filler:
         self.target = 0
         self.error: str | None = None
         self._watchdog: Any = None
-        self.props = pika.BasicProperties(delivery_mode=2)
+        self.props = pika.BasicProperties(delivery_mode=delivery_mode)
         self.conn = pika.SelectConnection(
             self.params, on_open_callback=self._on_open,
             on_open_error_callback=lambda _c, err: self._fail(f"connect: {err!r}"),
@@ -146,9 +153,10 @@ class Filler:
 
 
 def roles(target: Target) -> dict[str, int]:
-    """Node pids by role: warren knows its leader; RabbitMQ's is node 1 (declared there)."""
+    """Node pids by role: warren knows a quorum queue's leader; RabbitMQ's is node 1
+    (declared there); a classic queue's home node is node 1 on both."""
     pids = target.node_pids(QUEUE)
-    if target.cluster is None:
+    if target.cluster is None and target.queue_type == "quorum":
         ordered = [pids[role] for role in sorted(pids)]
         return {"leader": ordered[0],
                 **{f"follower-{n}": pid for n, pid in enumerate(ordered[1:], start=1)}}
@@ -157,12 +165,16 @@ def roles(target: Target) -> dict[str, int]:
 
 def measure(target: Target, counts: list[int], window: int,
             settle_s: float) -> list[dict[str, Any]]:
-    """Fill one queue to each count in turn; RSS growth per message per node at each."""
-    declare(target.publisher_url, QUEUE)
+    """Fill one queue to each count in turn; RSS growth per message per node at each.
+
+    A quorum queue is filled with persistent messages; a classic one is declared
+    non-durable and filled with transient messages, which it keeps in memory."""
+    classic = target.queue_type == "classic"
+    declare(target.publisher_url, QUEUE, target.queue_type, durable=not classic)
     time.sleep(settle_s)
     pids = roles(target)
     base = {role: rss_bytes(pid) for role, pid in pids.items()}
-    filler = Filler(target.publisher_url, QUEUE, window)
+    filler = Filler(target.publisher_url, QUEUE, window, delivery_mode=1 if classic else 2)
     out: list[dict[str, Any]] = []
     started = time.monotonic()
     fill_s = 0.0
@@ -174,12 +186,15 @@ def measure(target: Target, counts: list[int], window: int,
             time.sleep(settle_s)
             per_node = {role: round((rss_bytes(pid) - base[role]) / count, 1)
                         for role, pid in pids.items()}
-            followers = [v for role, v in per_node.items() if role != "leader"]
-            row = {"messages": count,
-                   "bytes_per_msg_leader": per_node.get("leader"),
-                   "bytes_per_msg_follower_max": max(followers) if followers else None,
-                   "bytes_per_msg_by_node": per_node,
-                   "fill_msgs_s": round(count / fill_s, 1)}
+            row: dict[str, Any] = {"messages": count}
+            if classic:
+                row["bytes_per_msg_home"] = per_node.get("home")
+            else:
+                followers = [v for role, v in per_node.items() if role != "leader"]
+                row["bytes_per_msg_leader"] = per_node.get("leader")
+                row["bytes_per_msg_follower_max"] = max(followers) if followers else None
+            row["bytes_per_msg_by_node"] = per_node
+            row["fill_msgs_s"] = round(count / fill_s, 1)
             out.append(row)
             print(f"{target.label}: {count} messages in {time.monotonic() - started:.0f} s; "
                   f"RSS growth per message {per_node}; fill {row['fill_msgs_s']} msg/s",
@@ -192,11 +207,15 @@ def measure(target: Target, counts: list[int], window: int,
 def headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     last = rows[-1]
     return {k: last[k] for k in ("bytes_per_msg_leader", "bytes_per_msg_follower_max",
-                                 "fill_msgs_s", "messages")}
+                                 "bytes_per_msg_home", "fill_msgs_s", "messages")
+            if k in last}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--queue-type", choices=QUEUE_TYPES, default="quorum",
+                        help="quorum: persistent messages in a quorum queue; classic: "
+                             "transient messages in a non-durable classic queue")
     parser.add_argument("--counts", default="100000,1000000",
                         help="comma-separated message counts, increasing (cumulative)")
     parser.add_argument("--window", type=int, default=1000, help="unconfirmed at most")
@@ -222,10 +241,12 @@ def main() -> int:
     reference_rows: list[dict[str, Any]] | None = None
     try:
         with warren_cluster(root, 3, ra) as target:
+            target.queue_type = args.queue_type
             rows = measure(target, counts, args.window, args.settle)
         if want_rabbit:
             try:
                 with rabbit_target(root / "rabbitmq", 3) as rabbit:
+                    rabbit.queue_type = args.queue_type
                     reference_rows = measure(rabbit, counts, args.window, args.settle)
             except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
                 if args.rabbitmq == "yes":
@@ -234,7 +255,7 @@ def main() -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     out: dict[str, Any] = {
-        **headline(rows),
+        "queue_type": args.queue_type, **headline(rows),
         "reference": headline(reference_rows) if reference_rows else None,
         "per_count": {"warren": rows, "rabbitmq": reference_rows},
         "body_bytes": len(BODY), "window": args.window, "settle_s": args.settle, "ra": ra,
