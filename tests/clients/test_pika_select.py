@@ -127,9 +127,10 @@ def test_fanout_to_auto_delete_server_named_queues(
     for sub, queue, tag in subs:
         sub.call(lambda done, s=sub, t=tag: s.ch.basic_cancel(  # type: ignore[misc]
             t, callback=done), "basic.cancel-ok")
-        reason = Chan(clients[0]).passive(queue)
-        assert (reason.reply_code, reason.reply_text) == (
-            404, f"NOT_FOUND - no queue '{queue}' in vhost '/'")
+        # the other node's copy of the metadata follows within moments
+        assert eventually(lambda q=queue: getattr(Chan(clients[0]).passive(q), "reply_text",
+                                                  None)
+                          == f"NOT_FOUND - no queue '{q}' in vhost '/'")
 
 
 def test_a_priority_queue_serves_the_highest_priority_first(
