@@ -109,8 +109,11 @@ class QueueEnv:
     ``on_restart`` runs in a queue process restarted after a crash: it points the
     record at the new process and returns the messages the store holds for the
     queue (none for a non-durable queue), or ``None`` when the queue was deleted
-    meanwhile. ``message_id`` finds a stored message's workload id for the history
-    rows the process records while a trace sink is installed (`classic.history`).
+    meanwhile. ``on_crash`` runs in a queue process ending with an error (not a
+    deletion, not a shutdown; a process killed outright runs nothing), to mark the
+    queue's record crashed until a restart takes it back. ``message_id`` finds a
+    stored message's workload id for the history rows the process records while a
+    trace sink is installed (`classic.history`).
     """
 
     dead_letter: Callable[[e.DeadLetter], None] | None = None
@@ -119,6 +122,7 @@ class QueueEnv:
     on_deleted: Callable[[QueueConfig, e.Deleted], None] | None = None
     on_restart: Callable[[QueueConfig, QueueStore | None],
                          tuple[e.Delivery, ...] | None] | None = None
+    on_crash: Callable[[QueueConfig, Any], None] | None = None
     message_id: history.MessageId = lambda _content: None
 
 
@@ -199,6 +203,18 @@ class QueueProcess(GenServer):
             history.declared(config, len(recovered))
         self._arm(state)
         return ("noreply", state)
+
+    def terminate(self, reason: Any, state: QueueState) -> None:
+        """``rabbit_amqqueue_process:terminate/2``: a process that ends with an error
+        leaves its messages where they are and marks its queue crashed."""
+        if state.deleted or reason in ("normal", "shutdown") or state.env.on_crash is None:
+            return
+        if type(reason) is tuple and reason and reason[0] == "shutdown":
+            return
+        try:
+            state.env.on_crash(state.core.config, reason)
+        except Exception:  # the exit reason must stay the crash's own
+            log.exception("crashed %s not marked crashed", state.core.config.rs)
 
     def handle_call(self, request: Any, from_: tuple[Pid, Ref], state: QueueState) -> Any:
         if request == ("info",):

@@ -37,8 +37,9 @@ from channel.queue_types.classic.classic_dead_letter import ClassicDeadLetter
 from channel.queue_types.classic.classic_directory import ClassicRecord, LocalDirectory
 from channel.queue_types.classic.classic_queue import ClassicBackend
 from classic import effects as e
-from classic.queue_sup import start_queue_sup
+from classic.queue_sup import QUEUE_SUP, start_queue_sup
 from releases import RELEASES
+from supervision import supervisor
 from tests.channel.conftest import Broker, client, ok, params, refused
 
 LOCKED = ("cannot obtain exclusive access to locked queue '{}' in vhost '/'. It could be "
@@ -650,3 +651,67 @@ def test_a_global_qos_limits_the_channels_unacked_deliveries_across_its_classic_
     first, left, after_ack = client(work)
     assert len(first) == 3 and sum(left) == 3
     assert len(after_ack) == 1 and after_ack[0] not in first
+
+
+def _crash(backend: ClassicBackend, name: str) -> None:
+    """Make the queue's live process end with an error (a command it cannot handle)
+    and wait until its record says so or names a restarted process."""
+    record = backend.lookup("/", name)
+    assert record is not None and record.state == "live"
+    ref = actors.monitor(record.pid)
+    gen_server.cast(record.pid, ("not", "a", "command"))
+    down = actors.receive(5000, match=lambda m: m[:2] == ("DOWN", ref))
+    assert down is not actors.TIMEOUT and down[4] != "normal"
+    for _ in range(500):
+        now = backend.lookup("/", name)
+        assert now is not None
+        if now.state == "crashed" or now.pid != record.pid:
+            return
+        actors.sleep(10)
+    raise AssertionError("the crash left the record as it was")
+
+
+def _settled(backend: ClassicBackend, name: str) -> ClassicRecord:
+    """The record once the restarted queue took it back, or once its supervisor gave
+    up (the node's queue supervisor has no queue left)."""
+    for _ in range(500):
+        record = backend.lookup("/", name)
+        assert record is not None
+        if record.state == "live" and actors.is_process_alive(record.pid):
+            return record
+        if record.state == "crashed" and not supervisor.which_children(QUEUE_SUP):
+            return record
+        actors.sleep(10)
+    raise AssertionError("neither restarted nor crashed for good")
+
+
+def test_a_queue_that_crashed_and_was_not_restarted_is_404_at_once(node: Node) -> None:
+    """A process ending with an error marks its record crashed and the restart marks it
+    live again; once the queue's supervisor gives up (more than 5 crashes in 10 s),
+    every operation is 404 "has crashed and failed to restart" without retrying, and
+    queue.delete removes the record (`rabbit_classic_queue:delete_crashed`)."""
+    with node.attached():
+        actors.process_flag("trap_exit", True)
+        assert start_queue_sup()[0] == "ok"
+        backend = ClassicBackend(node)
+        session = backend.session(actors.self(), "/", actors.self(), "guest")
+        session.declare("fragile", passive=False, durable=True, exclusive=False,
+                        auto_delete=False, arguments={})
+        _crash(backend, "fragile")
+        assert _settled(backend, "fragile").state == "live"
+        assert session.declare("fragile", passive=True, durable=True, exclusive=False,
+                               auto_delete=False, arguments={}).queue == "fragile"
+        while _settled(backend, "fragile").state == "live":
+            _crash(backend, "fragile")
+        crashed = ("NOT_FOUND", "queue 'fragile' in vhost '/' has crashed and failed to "
+                                "restart")
+        assert _refusal(lambda: session.declare(
+            "fragile", passive=True, durable=True, exclusive=False, auto_delete=False,
+            arguments={})) == crashed
+        assert _refusal(lambda: session.get("fragile", ack_required=True,
+                                            delivery_tag=1)) == crashed
+        assert _refusal(lambda: session.purge("fragile")) == crashed
+        assert _refusal(lambda: session.consume(
+            "fragile", ConsumeSpec("ctag", ack_required=True, prefetch=10))) == crashed
+        assert session.delete("fragile", if_unused=False, if_empty=False) == 0
+        assert not session.exists("fragile")

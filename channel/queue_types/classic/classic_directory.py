@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from actors.pid import Pid
 
@@ -30,6 +30,12 @@ class ClassicRecord:
     auto_delete: bool
     owner: Any
     arguments: Mapping[str, Any]
+    state: Literal["live", "crashed"] = "live"
+    """``amqqueue``'s state: ``crashed`` from the moment the queue's process ended with
+    an error until its supervisor's restart takes the record back (for good when the
+    supervisor gives up). Channels answer such a queue at once with 404 "has crashed
+    and failed to restart" rather than retrying; a process killed outright never
+    marks it."""
 
     @property
     def node(self) -> str:
@@ -55,8 +61,9 @@ class ClassicDirectory(Protocol):
         ...
 
     def recover(self, record: ClassicRecord) -> ClassicRecord | None:
-        """A durable queue restarted on its home node takes over its record (bindings
-        kept); the record holding the name after this, ``None`` if the queue is gone."""
+        """A queue restarted on its home node takes over its record (bindings kept), or
+        its crashed process marks it `crashed`; the record holding the name after
+        this, ``None`` if the queue is gone."""
         ...
 
 
@@ -76,8 +83,15 @@ class LocalDirectory:
         return self.records.setdefault((record.vhost, record.name), record)
 
     def recover(self, record: ClassicRecord) -> ClassicRecord | None:
-        """The records of one OS process do not outlive it: the queue is declared anew."""
-        return self.insert(record)
+        """The record of the queue's node is replaced (bindings are the topology's);
+        the records of one OS process do not outlive it, so a missing one is made
+        anew."""
+        key = (record.vhost, record.name)
+        old = self.records.get(key)
+        if old is not None and old.node != record.node:
+            return old
+        self.records[key] = record
+        return record
 
     def remove(self, vhost: str, name: str, pid: Pid) -> bool:
         record = self.records.get((vhost, name))

@@ -134,7 +134,8 @@ class ClassicBackend:
         self.on_deleted = on_deleted
         self.queue_sup = queue_sup
         self.env = QueueEnv(dead_letter=dead_letter, on_deleted=self._deleted,
-                            on_restart=self._restarted, message_id=workload_id)
+                            on_restart=self._restarted, on_crash=self._crashed,
+                            message_id=workload_id)
         #: `BrokerContext.check_queue_limits`, asked before a queue is created
         self.queue_limits: QueueLimits | None = None
         #: the node's message store (`classic.msg_store`) when it has a data dir
@@ -181,7 +182,8 @@ class ClassicBackend:
         the dead process only, so it comes back empty, as in RabbitMQ."""
         me = actors.self()
         old = self.directory.lookup(config.vhost, config.name)
-        record = (replace(old, pid=me) if old is not None and old.node == me.node else
+        record = (replace(old, pid=me, state="live") if old is not None
+                  and old.node == me.node else
                   ClassicRecord(config.vhost, config.name, me, config.durable,
                                 config.auto_delete, config.exclusive_owner, {}))
         holder = self.directory.recover(record)
@@ -194,6 +196,15 @@ class ClassicBackend:
                         rs("queue", config.name, config.vhost), holder.node)
             return None
         return () if store is None else reread(store)
+
+    def _crashed(self, config: QueueConfig, reason: Any) -> None:
+        """Runs in a queue process ending with an error (``terminate/2``): its record is
+        marked crashed, unless it names another process by now."""
+        me = actors.self()
+        record = self.directory.lookup(config.vhost, config.name)
+        if record is not None and record.pid == me:
+            log.error("%s crashed: %r", rs("queue", config.name, config.vhost), reason)
+            self.directory.recover(replace(record, state="crashed"))
 
     def _forget(self, vhost: str, name: str, pid: Pid) -> None:
         if not self.directory.remove(vhost, name, pid):
@@ -280,6 +291,11 @@ class ClassicSession:
         return AmqpError("NOT_FOUND", f"home node '{record.node}' of durable "
                                       f"{self._where(record.name)} is down or inaccessible")
 
+    def _crashed(self, record: ClassicRecord) -> _Crashed:
+        """``rabbit_amqqueue:with``'s answer for a record in state crashed, at once."""
+        return _Crashed(record, f"{self._where(record.name)} has crashed and failed to "
+                                "restart")
+
     def _timed_out(self, record: ClassicRecord) -> _Crashed:
         return _Crashed(record, f"failed to perform operation on {self._where(record.name)}"
                                 " due to timeout")
@@ -311,6 +327,8 @@ class ClassicSession:
         record = self._record(name)
         if record is None:
             raise self._not_found(name)
+        if record.state == "crashed":
+            raise self._crashed(record)
         if not _home_up(record) and (wait or self.b.home_down_retries == 0):
             record = self._await_home(record)
         if record.owner is not None and record.owner != self.owner:
@@ -335,6 +353,8 @@ class ClassicSession:
             current = self._record(record.name)
             if current is None:
                 raise self._not_found(record.name)
+            if current.state == "crashed":
+                raise self._crashed(current)
             record = current
         raise self._timed_out(record)
 
@@ -427,6 +447,9 @@ class ClassicSession:
     def delete(self, name: str, *, if_unused: bool, if_empty: bool) -> int:
         found = self._record(name)
         if found is None:
+            return 0
+        if found.state == "crashed":  # rabbit_classic_queue:delete_crashed
+            self.b._forget(found.vhost, found.name, found.pid)
             return 0
         if not _home_up(found):
             # RabbitMQ will not force-delete messages it cannot see: only the record goes
