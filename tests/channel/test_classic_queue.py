@@ -342,6 +342,7 @@ def test_a_dead_letter_routed_by_the_queues_key_keeps_cc_as_its_release_does(
     backend: Any = broker.backend
     backend.set_dead_letter(ClassicDeadLetter(broker.ctx.topology, backend,
                                               release=RELEASES[series]))
+    backend.last_death_headers = RELEASES[series].last_death_headers
 
     def work() -> dict[str, Any]:
         ch = conn.channel()
@@ -361,6 +362,7 @@ def test_a_dead_letter_routed_by_the_queues_key_keeps_cc_as_its_release_does(
         raise AssertionError("no dead letter")
     headers = client(work)
     assert headers.get("CC") == cc
+    assert ("x-last-death-queue" in headers) == (series != "3.10")
     assert headers["app"] == "probe"
     assert headers["x-death"][0]["routing-keys"] == ["src", "elsewhere"]
 

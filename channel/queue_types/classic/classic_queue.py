@@ -90,10 +90,11 @@ HOME_DOWN_RETRIES = 2000
 (RabbitMQ 4.x; the node's release record says how its release behaves)."""
 
 
-def _message(content: Any) -> Message:
+def _message(content: Any, last_death: bool = True) -> Message:
     """What a classic queue holds as a channel's message (a dead letter keeps its
-    history in a stored message until it is delivered)."""
-    return content.to_message() if isinstance(content, QqMessage) else content
+    history in a stored message until it is delivered, with `x-last-death-*`
+    headers where the release has them)."""
+    return content.to_message(last_death) if isinstance(content, QqMessage) else content
 
 
 def workload_id(content: Any) -> int | None:
@@ -120,8 +121,11 @@ class ClassicBackend:
                  queue_sup: Any = QUEUE_SUP,
                  directory: ClassicDirectory | None = None,
                  home_down_retries: int = HOME_DOWN_RETRIES,
-                 record_queue_type: bool = True) -> None:
+                 record_queue_type: bool = True, last_death_headers: bool = True) -> None:
         self.node = node
+        #: the release's `last_death_headers`: whether a dead letter delivered from a
+        #: classic queue carries `x-last-death-*` (not in 3.10)
+        self.last_death_headers = last_death_headers
         #: the release's `declare_records_queue_type`: a declare without
         #: `x-queue-type` stores `classic` as that argument (4.x), or stores none (3.10)
         self.record_queue_type = record_queue_type
@@ -586,7 +590,8 @@ class ClassicSession:
             return None
         assert isinstance(reply, e.GetOk)  # basic.get answers GetOk, GetEmpty or an error
         d = reply.delivery
-        return Got(Delivery((record.pid, d.msg_id), _message(d.content), d.redelivered),
+        return Got(Delivery((record.pid, d.msg_id),
+                            _message(d.content, self.b.last_death_headers), d.redelivered),
                    reply.message_count)
 
     # ----------------------------------------------------------------- events
@@ -610,7 +615,8 @@ class ClassicSession:
                 # the channel hands them to its writer (upstream: notify_sent)
                 self._notify_sent(pid, len(messages))
                 return [Deliver(name, tag, ack_required,
-                                tuple(Delivery((pid, m.msg_id), _message(m.content),
+                                tuple(Delivery((pid, m.msg_id),
+                                               _message(m.content, self.b.last_death_headers),
                                                m.redelivered)
                                       for m in messages))]
             case e.CancelConsumer(_, tag):
