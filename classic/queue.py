@@ -184,6 +184,7 @@ class ClassicQueue:
                 entry.confirm_pending = True
             else:
                 self._confirm(entry.channel, cmd.seq)
+                entry.seq = None  # confirmed now: the queued message need not keep it
         if self.ready.count == 0:
             self.consumers.unblock()
             consumer = self.consumers.next_consumer()
