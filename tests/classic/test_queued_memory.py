@@ -52,7 +52,8 @@ def test_returned_messages_keep_their_places_among_fresh_ones() -> None:
     for entry in reversed(taken[1:3]):  # 3 and 2 come back, behind 7 in time
         ready.push(entry)
     assert [x.msg_id for x in ready] == [2, 3, 5, 6, 7]
-    assert ready.peek() is not None and ready.peek().msg_id == 2
+    head = ready.peek()
+    assert head is not None and head.msg_id == 2
     assert [ready.pop().msg_id for _ in range(5)] == [2, 3, 5, 6, 7]
 
 
