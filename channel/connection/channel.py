@@ -132,6 +132,10 @@ class ChannelProcess:
         self.publish_seqno = 1
         #: the last publish's raw properties and their decoding (see `_properties`)
         self._last_properties: tuple[bytes, Any] | None = None
+        #: the routing keys of the previous publish without CC / BCC: consecutive
+        #: publishes with the same key share one string and one tuple (a classic
+        #: queue keeps them with every message it holds)
+        self._last_keys: tuple[str, ...] = ()
         self.unconfirmed = Unconfirmed()
         self.confirmed: list[int] = []
         self.rejected: list[int] = []
@@ -577,7 +581,16 @@ class ChannelProcess:
             decoded = None  # the stored properties no longer carry the BCC header
         targets = self.ctx.topology.route(self.vhost, xname, keys, headers)
         queues = [q for q in targets if self.session.routable(q)]
-        message = Message(xname, m.routing_key, content, tuple(keys), decoded)
+        shared: tuple[str, ...]
+        last = self._last_keys
+        if len(keys) == 1 and len(last) == 1 and last[0] == keys[0]:
+            shared = last
+        else:
+            shared = tuple(keys)
+            if len(keys) == 1:
+                self._last_keys = shared
+        message = Message(xname, shared[0] if len(keys) == 1 else m.routing_key, content,
+                          shared, decoded)
         if trace.enabled():
             trace.emit("publish_in", channel=self.me, exchange=xname,
                        routing_key=m.routing_key, seqno=seqno, queues=queues,

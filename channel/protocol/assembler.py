@@ -61,6 +61,10 @@ class Assembler:
     body: list[bytes] = field(default_factory=list)
     buffered: int = 0
     """Body bytes held for the command being assembled."""
+    last_properties_bin: bytes = b""
+    """The previous header's raw properties. A publisher nearly always sends the same
+    ones, and a classic queue keeps every message's content in memory: equal
+    properties share this one bytes object instead of a copy per message."""
 
     def _ids(self) -> tuple[int, int]:
         return method_ids(self.method) if self.method is not None else (0, 0)
@@ -125,7 +129,12 @@ class Assembler:
                 "FRAME_ERROR",
                 f"content body size {header.body_size} exceeds maximum allowed size "
                 f"{MAX_MSG_SIZE}", self._ids())
-        self.properties_bin, self.remaining = header.properties_bin, header.body_size
+        properties_bin = header.properties_bin
+        if properties_bin == self.last_properties_bin:
+            properties_bin = self.last_properties_bin
+        else:
+            self.last_properties_bin = properties_bin
+        self.properties_bin, self.remaining = properties_bin, header.body_size
         self.body, self.buffered = [], 0
         if self.remaining > self.max_body_size:
             assert self.method is not None
