@@ -36,7 +36,9 @@ def quorum(broker: BrokerNode) -> Any:
                              directory=broker.classic_directory,
                              home_down_retries=broker.release.classic_home_down_retries,
                              record_queue_type=broker.release.declare_records_queue_type,
-                             last_death_headers=broker.release.last_death_headers)
+                             last_death_headers=broker.release.last_death_headers,
+                             reconsume_on_queue_down=(
+                                 broker.release.classic_reconsume_on_queue_down))
     classic.set_dead_letter(ClassicDeadLetter(broker.topology, classic, broker.registry))
     backend = QuorumBackend(broker.node, broker.registry, classic=classic,
                             default_queue_type=broker.config.default_queue_type,

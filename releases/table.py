@@ -141,6 +141,12 @@ class Release:
     dead_letter_key_drops_cc: bool = False
     """Whether a message dead-lettered with a `dead-letter-routing-key` loses its `CC`
     header (3.10's `rabbit_dead_letter:make_msg`); 4.x's message container keeps it."""
+    classic_reconsume_on_queue_down: bool = False
+    """What a channel does with its consumers of a classic queue whose process died:
+    3.10's `rabbit_channel:handle_consuming_queue_down_or_eol` registers each one again
+    on the queue (the client is told nothing) unless it was declared with
+    `x-cancel-on-ha-failover` or the queue cannot be reached, and cancels it then;
+    4.x cancels them all (`basic.cancel` to clients with `consumer_cancel_notify`)."""
 
     def permits(self, feature: str) -> bool:
         """Whether a deprecated feature is permitted when the node's config is silent."""
@@ -185,7 +191,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         deprecated_features=MappingProxyType({}), quorum_queue_arguments=_QQ_ARGUMENTS,
         classic_confirm_after_fsync=True, classic_home_down_retries=0,
         declare_records_queue_type=False, unknown_exchange_type_error="COMMAND_INVALID",
-        dead_letter_key_drops_cc=True),
+        dead_letter_key_drops_cc=True, classic_reconsume_on_queue_down=True),
     "4.0": Release(
         series="4.0",
         server=ServerIdentity("RabbitMQ", "4.0.5", _OTP_27,

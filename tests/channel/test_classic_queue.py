@@ -717,3 +717,46 @@ def test_a_queue_that_crashed_and_was_not_restarted_is_404_at_once(node: Node) -
             "fragile", ConsumeSpec("ctag", ack_required=True, prefetch=10))) == crashed
         assert session.delete("fragile", if_unused=False, if_empty=False) == 0
         assert not session.exists("fragile")
+
+
+@pytest.mark.parametrize(("reconsume", "arguments", "outcome"), [
+    (True, {}, "delivered"),
+    (True, {"x-cancel-on-ha-failover": True}, "cancelled"),
+    (False, {}, "cancelled"),
+])
+def test_a_consumer_of_a_queue_whose_process_was_killed(
+        broker: Broker, conn: Any, reconsume: bool, arguments: dict[str, Any],
+        outcome: str) -> None:
+    """3.10 registers the channel's consumer again on the restarted queue without telling
+    the client, unless it asked for `x-cancel-on-ha-failover`; 4.x sends `basic.cancel`."""
+    backend: Any = broker.backend
+    backend.reconsume_on_queue_down = reconsume
+    seen: list[str] = []
+
+    def setup() -> Any:
+        ch = conn.channel()
+        ch.queue_declare("phoenix", durable=True)
+        ch.add_on_cancel_callback(lambda _frame: seen.append("cancelled"))
+
+        def on_message(c: Any, m: Any, _p: Any, b: bytes) -> None:
+            seen.append(b.decode())
+            c.basic_ack(m.delivery_tag)
+
+        ch.basic_consume("phoenix", on_message, arguments=arguments)
+        return ch
+    ch = client(setup)
+    record = backend.lookup("/", "phoenix")
+    with broker.node.attached():
+        actors.exit(record.pid, "kill")
+
+    def after() -> list[str]:
+        for _ in range(200):
+            if backend.lookup("/", "phoenix").pid != record.pid:
+                break
+            time.sleep(0.01)
+        conn.process_data_events(time_limit=0.3)
+        ch.basic_publish("", "phoenix", b"after")
+        drain(conn, ch, lambda: seen)
+        conn.process_data_events(time_limit=0.1)
+        return seen
+    assert client(after)[:1] == (["after"] if outcome == "delivered" else ["cancelled"])

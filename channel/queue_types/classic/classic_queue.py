@@ -121,8 +121,12 @@ class ClassicBackend:
                  queue_sup: Any = QUEUE_SUP,
                  directory: ClassicDirectory | None = None,
                  home_down_retries: int = HOME_DOWN_RETRIES,
-                 record_queue_type: bool = True, last_death_headers: bool = True) -> None:
+                 record_queue_type: bool = True, last_death_headers: bool = True,
+                 reconsume_on_queue_down: bool = False) -> None:
         self.node = node
+        #: the release's `classic_reconsume_on_queue_down`: a channel registers its
+        #: consumers of a queue whose process died again (3.10) or cancels them (4.x)
+        self.reconsume_on_queue_down = reconsume_on_queue_down
         #: the release's `last_death_headers`: whether a dead letter delivered from a
         #: classic queue carries `x-last-death-*` (not in 3.10)
         self.last_death_headers = last_death_headers
@@ -274,6 +278,8 @@ class ClassicSession:
         self.unconfirmed: dict[Pid, set[int]] = {}
         #: this channel's consumer tags on each queue process
         self.consuming: dict[Pid, set[str]] = {}
+        #: how each of this channel's consumers was registered, by tag: (queue, spec)
+        self.specs: dict[str, tuple[str, ConsumeSpec]] = {}
         #: deliveries from each queue process handed to the writer and not yet told
         #: to the queue (`NOTIFY_SENT_EVERY`)
         self.sent_to: dict[Pid, int] = {}
@@ -343,9 +349,14 @@ class ClassicSession:
         """A call to the queue process. One that is gone is being restarted by its
         supervisor (or its node is down), so its record stays and the call is tried
         again on the record's new process, as ``rabbit_amqqueue:with`` retries."""
+        return self._call_at(record, command)[1]
+
+    def _call_at(self, record: ClassicRecord, command: Any) -> tuple[ClassicRecord, Any]:
+        """`_call`, with the record of the process that answered (a retry may have
+        reached a restarted one)."""
         for _ in range(RETRIES):
             try:
-                return gen_server.call(record.pid, command, CALL_TIMEOUT)
+                return record, gen_server.call(record.pid, command, CALL_TIMEOUT)
             except CallExit as exc:
                 if exc.why == "timeout":
                     raise
@@ -537,22 +548,28 @@ class ClassicSession:
 
     def consume(self, name: str, spec: ConsumeSpec) -> list[Action]:
         record = self._accessible(name)
-        self.touched.add(record.pid)
         command: Any = c.BasicConsume(
             self.channel, spec.consumer_tag, ack_required=spec.ack_required,
             prefetch=spec.prefetch, priority=consumer_priority(spec.arguments),
             exclusive=spec.exclusive, args=tuple(spec.arguments.items()))
-        if spec.limiter is not None and spec.ack_required:
+        limited = spec.limiter is not None and spec.ack_required
+        if limited:
             # a global qos: the queue asks the channel's limiter before it delivers
             command = (LIMITED, spec.limiter, command)
             self.limiter = spec.limiter
+        # the process that answers may be a restarted one: it is the one to watch
+        record, reply = self._call_at(record, command)
+        self.touched.add(record.pid)
+        if limited:
             self.limited.add(record.pid)
-        _raise(self._call(record, command))
+        _raise(reply)
         self.consuming.setdefault(record.pid, set()).add(spec.consumer_tag)
+        self.specs[spec.consumer_tag] = (name, spec)
         self._watch(record.pid, name)
         return []
 
     def cancel(self, name: str, consumer_tag: str) -> list[Action]:
+        self.specs.pop(consumer_tag, None)
         record = self._record(name)
         if record is not None:
             self.consuming.get(record.pid, set()).discard(consumer_tag)
@@ -621,6 +638,7 @@ class ClassicSession:
                                       for m in messages))]
             case e.CancelConsumer(_, tag):
                 self.consuming.get(pid, set()).discard(tag)
+                self.specs.pop(tag, None)
                 return [ConsumerCancelled(name, tag)]
             case (kind, quantity) if kind == BUMP_CREDIT:
                 return self._bump_credit(name, pid, quantity)
@@ -630,7 +648,8 @@ class ClassicSession:
                 self.limited.discard(pid)
                 self.credit_from.pop(pid, None)
                 self.unconfirmed.pop(pid, None)
-                self.consuming.pop(pid, None)
+                for tag in self.consuming.pop(pid, set()):
+                    self.specs.pop(tag, None)
                 watched = self.publishing_to.pop(pid, None)
                 if watched is not None:
                     actors.demonitor(watched[0], flush=True)
@@ -667,11 +686,33 @@ class ClassicSession:
         tags = self.consuming.pop(pid, set())
         actions: list[Action] = [Unblock(name)]
         if reason == "normal":
+            for tag in tags:
+                self.specs.pop(tag, None)
             return actions
         if seqs:
             actions.append(Rejected(name, tuple(sorted(seqs))))
-        actions.extend(ConsumerCancelled(name, tag) for tag in sorted(tags))
+        actions.extend(ConsumerCancelled(name, tag) for tag in sorted(tags)
+                       if not self._reconsume(tag))
         return actions
+
+    def _reconsume(self, tag: str) -> bool:
+        """3.10: register a consumer of a queue whose process died again, on the queue's
+        record (tried as any consume is, so a restarting process is waited for); False,
+        and the consumer is cancelled, where the release does not, where the consumer
+        asked for `x-cancel-on-ha-failover`, or where the queue cannot be reached."""
+        entry = self.specs.pop(tag, None)
+        if entry is None or not self.b.reconsume_on_queue_down:
+            return False
+        name, spec = entry
+        if spec.arguments.get("x-cancel-on-ha-failover") is True:
+            return False
+        try:
+            self.consume(name, spec)
+        except AmqpError as exc:
+            log.info("consumer %r of %s not registered again: %s", tag, self._where(name),
+                     exc.explanation)
+            return False
+        return True
 
     def close(self) -> None:
         """The channel is closing: each queue it used drops its consumers and takes its
