@@ -29,7 +29,9 @@ def test_a_scenario_runs_records_and_cleans_up(tmp_path: Path) -> None:
     scenario = Scenario(
         "tiny", "one node, one pause", queues=(QueueSpec("q1", queue_type="classic"),),
         clients=(ClientSpec("publisher", "q1", rate=100), ClientSpec("consumer", "q1")),
-        faults=(FaultSpec("pause", 1.0, 0.5, "node:n1"),), nodes=1, duration_s=2.5,
+        # long enough that a node and its clients that start slowly on a busy machine
+        # still publish and confirm before the run ends
+        faults=(FaultSpec("pause", 3.0, 0.5, "node:n1"),), nodes=1, duration_s=6.0,
         settle_s=0.5, drain_timeout_s=20)
     run = tmp_path / "run"
     result = run_scenario(scenario, run, console=Console(quiet=True), analyze=False,
