@@ -18,6 +18,8 @@ from typing import Any
 import pika
 import pika.exceptions as pex
 
+from tests.differential.wire_types import capture, header_types, raw_properties
+
 QQ = {"x-queue-type": "quorum"}
 
 
@@ -259,9 +261,15 @@ def single_active_consumer(t: Target) -> Any:
         ch.confirm_delivery()
         got: list[tuple[str, str]] = []
         ch.basic_qos(prefetch_count=10)
+
+        def consumer(tag: str) -> Callable[..., None]:
+            def on_message(c: Any, m: Any, _p: Any, b: bytes) -> None:
+                got.append((tag, b.decode()))
+                c.basic_ack(m.delivery_tag)
+            return on_message
+
         for tag in ("first", "second"):
-            ch.basic_consume("sac", lambda c, m, p, b, tag=tag: (
-                got.append((tag, b.decode())), c.basic_ack(m.delivery_tag)), consumer_tag=tag)
+            ch.basic_consume("sac", consumer(tag), consumer_tag=tag)
         for i in range(1, 4):
             ch.basic_publish("", "sac", f"s{i}".encode())
         eventually(lambda: conn.process_data_events(0.1) or len(got) >= 3, 10)
@@ -446,6 +454,71 @@ def reject_to_dead_letter(t: Target) -> Any:
         conn.close()
 
 
+def _field_types(props: Any) -> Any:
+    raw = raw_properties(props)
+    return None if raw is None else header_types(raw)
+
+
+def _collect_types(conn: Any, ch: Any, queue: str, count: int) -> list[Any]:
+    """`count` messages got from `queue` (waiting for them): body and header types."""
+    got: list[Any] = []
+
+    def more() -> bool:
+        method, props, body = ch.basic_get(queue, auto_ack=True)
+        if method is not None:
+            got.append([body.decode(), _field_types(props)])
+        return len(got) >= count
+
+    eventually(more)
+    return sorted(got)
+
+
+def header_field_types(t: Target) -> Any:
+    """The AMQP field type of every header the broker adds (pika decodes all integers
+    alike, so the other probes cannot see them): `x-delivery-count` on a quorum
+    queue's get and consume, and the `x-death`, `x-first-death-*` and
+    `x-last-death-*` of messages dead-lettered with a routing key from a quorum and
+    a classic queue into a classic and a quorum queue (whether `CC` stays, too)."""
+    with capture():
+        conn = connect(t)
+        try:
+            ch = conn.channel()
+            ch.queue_declare("ft-q", durable=True, arguments=QQ)
+            ch.confirm_delivery()
+            ch.basic_publish("", "ft-q", b"m", pika.BasicProperties(headers={"n": 7}))
+            seen: dict[str, Any] = {}
+            for step in ("first get", "second get"):
+                method, props, _body = ch.basic_get("ft-q", auto_ack=False)
+                seen[step] = _field_types(props)
+                ch.basic_nack(method.delivery_tag, requeue=True)
+            consumed: list[Any] = []
+
+            def on_message(c: Any, method: Any, props: Any, _body: bytes) -> None:
+                consumed.append(_field_types(props))
+                c.basic_ack(method.delivery_tag)
+
+            ch.basic_consume("ft-q", on_message)
+            eventually(lambda: conn.process_data_events(0.1) or consumed, 10)
+            seen["consume"] = consumed
+            ch.exchange_declare("ft-dlx", "direct", durable=True)
+            for target, args in (("ft-dead-classic", {}), ("ft-dead-quorum", QQ)):
+                ch.queue_declare(target, durable=True, arguments=args)
+                ch.queue_bind(target, "ft-dlx", "dead")
+            for source, args in (("ft-src-quorum", QQ), ("ft-src-classic", {})):
+                ch.queue_declare(source, durable=True, arguments={
+                    **args, "x-dead-letter-exchange": "ft-dlx",
+                    "x-dead-letter-routing-key": "dead"})
+                ch.basic_publish("", source, source.encode(), pika.BasicProperties(
+                    headers={"CC": ["ft-nowhere"]}, expiration="60000"))
+                method, _props, _body = ch.basic_get(source, auto_ack=False)
+                ch.basic_reject(method.delivery_tag, requeue=False)
+            for target in ("ft-dead-classic", "ft-dead-quorum"):
+                seen[target] = _collect_types(conn, ch, target, 2)
+            return seen
+        finally:
+            conn.close()
+
+
 PROBES: dict[str, Callable[[Target], Any]] = {
     "connection_start_and_tune": connection_start_and_tune,
     "channel_errors": channel_errors,
@@ -458,6 +531,7 @@ PROBES: dict[str, Callable[[Target], Any]] = {
     "single_active_consumer": single_active_consumer,
     "basic_get": basic_get,
     "requeue_without_limit": requeue_without_limit,
+    "header_field_types": header_field_types,
     # last: it kills a node of each cluster
     "leader_kill": leader_kill,
 }
