@@ -569,15 +569,36 @@ class ClassicSession:
         return []
 
     def cancel(self, name: str, consumer_tag: str) -> list[Action]:
+        """The consumer is taken off the process it was registered with, as
+        ``rabbit_channel`` cancels on the queue record it consumed from: once the queue
+        was restarted, its record names a process that never had the consumer, and the
+        old process's ``DOWN`` must not find the tag still listed under it."""
         self.specs.pop(consumer_tag, None)
+        registered = self._consumer_pid(consumer_tag)
+        if registered is not None:
+            self.consuming[registered].discard(consumer_tag)
+            try:
+                gen_server.call(registered, c.BasicCancel(self.channel, consumer_tag),
+                                CALL_TIMEOUT)
+            except CallExit as exc:
+                if exc.why == "timeout":
+                    raise
+                # the process is gone, and the consumer with it
+            return []
         record = self._record(name)
         if record is not None:
-            self.consuming.get(record.pid, set()).discard(consumer_tag)
             try:
                 self._call(record, c.BasicCancel(self.channel, consumer_tag))
             except AmqpError:
                 pass  # the queue went meanwhile: nothing left to cancel
         return []
+
+    def _consumer_pid(self, consumer_tag: str) -> Pid | None:
+        """The queue process this channel registered `consumer_tag` with."""
+        for pid, tags in self.consuming.items():
+            if consumer_tag in tags:
+                return pid
+        return None
 
     def settle(self, name: str, op: str, consumer_tag: str | int,
                msg_ids: list[Any]) -> list[Action]:
@@ -629,6 +650,8 @@ class ClassicSession:
                 self.unconfirmed.get(pid, set()).discard(seq)
                 return [Rejected(name, (seq,), "maxlen")]
             case e.Deliver(_, tag, ack_required, messages):
+                if tag not in self.consuming.get(pid, ()):
+                    self._drop_stray_consumer(name, pid, tag)
                 # the channel hands them to its writer (upstream: notify_sent)
                 self._notify_sent(pid, len(messages))
                 return [Deliver(name, tag, ack_required,
@@ -655,6 +678,17 @@ class ClassicSession:
                     actors.demonitor(watched[0], flush=True)
                 return [QueueEol(name), Unblock(name)]
         raise TypeError(f"classic queue event not understood: {event!r}")
+
+    def _drop_stray_consumer(self, name: str, pid: Pid, tag: str) -> None:
+        """A delivery to a consumer this channel does not have on that process: one the
+        client cancelled while the delivery was on its way (the queue has dropped it
+        already), or one the queue holds and the channel does not. The channel returns
+        such messages; telling the queue to drop the consumer first means they go to
+        another consumer or wait, rather than coming straight back to this one for
+        ever."""
+        log.debug("delivery from %s to consumer %r this channel does not have",
+                  self._where(name), tag)
+        gen_server.cast(pid, c.BasicCancel(self.channel, tag))
 
     def _notify_sent(self, pid: Pid, count: int) -> None:
         """``rabbit_amqqueue_common:notify_sent``: the queue hears of every
