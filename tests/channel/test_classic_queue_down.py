@@ -168,3 +168,20 @@ def test_a_delivery_to_a_consumer_the_channel_does_not_have_cancels_it_at_the_qu
         stat = session.declare("work", passive=True, durable=True, exclusive=False,
                                auto_delete=False, arguments={})
         assert (stat.message_count, stat.consumer_count) == (1, 0)
+
+
+def test_a_get_that_reached_the_restarted_process_is_acked_there(
+        node: Node, backend: ClassicBackend) -> None:
+    """A ``basic.get`` tried again on the restarted process took its message from that
+    process: the ack settles it there, and the queue holds nothing afterwards."""
+    with node.attached():
+        session, first = _declare(backend)
+        second = _restart(backend, first)
+        session.deliver(["work"], Message("", "work", Content.build(b"m"), ("work",)), None)
+        assert isinstance(backend.directory, LaggingDirectory)
+        backend.directory.lag(first)
+        got = session.get("work", ack_required=True, delivery_tag=1)
+        assert got is not None
+        session.settle("work", "complete", 1, [got.delivery.msg_id])
+        info = gen_server.call(second.pid, ("info",), 5000)
+        assert (info["messages_ready"], info["messages_unacknowledged"]) == (0, 0)

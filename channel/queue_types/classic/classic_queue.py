@@ -620,10 +620,12 @@ class ClassicSession:
         return []
 
     def get(self, name: str, *, ack_required: bool, delivery_tag: int) -> Got | None:
-        record = self._accessible(name)
+        # the process that answers may be a restarted one: its message is settled there
+        record, reply = self._call_at(self._accessible(name),
+                                      c.BasicGet(self.channel, ack_required))
         if ack_required:
             self.touched.add(record.pid)
-        reply = _raise(self._call(record, c.BasicGet(self.channel, ack_required)))
+        _raise(reply)
         if isinstance(reply, e.GetEmpty):
             return None
         assert isinstance(reply, e.GetOk)  # basic.get answers GetOk, GetEmpty or an error
