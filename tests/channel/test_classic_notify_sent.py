@@ -13,7 +13,11 @@ from typing import Any
 
 import actors
 from actors import Node
-from channel.queue_types.classic.classic_queue import NOTIFY_SENT_EVERY, ClassicSession
+from channel.queue_types.classic.classic_queue import (
+    NOTIFY_SENT_EVERY,
+    ClassicBackend,
+    ClassicSession,
+)
 from classic import commands as c
 from classic import effects as e
 from classic.process import CLASSIC_EVENT, EOL
@@ -22,6 +26,13 @@ from classic.process import CLASSIC_EVENT, EOL
 def _deliver(queue: Any, channel: Any, msg_id: int) -> Any:
     delivery = e.Delivery(msg_id, False, "", ("q",), 1, False, 0, None, b"x")
     return (CLASSIC_EVENT, "/", "q", queue, e.Deliver(channel, "ctag", True, (delivery,)))
+
+
+def _session(node: Node, queue: Any) -> ClassicSession:
+    """Channel ``channel-1``'s session, consuming from `queue` as ``ctag``."""
+    session = ClassicSession(ClassicBackend(node), "channel-1", "/", None)
+    session.consuming[queue] = {"ctag"}
+    return session
 
 
 def _notify_sent(timeout_ms: int = 200) -> list[c.NotifySent]:
@@ -39,7 +50,7 @@ def test_a_channel_tells_a_queue_of_its_sent_deliveries_once_per_fifty(node: Nod
     assert NOTIFY_SENT_EVERY == 50
     with node.attached():
         queue = actors.self()  # plays the queue process: the casts come here
-        session = ClassicSession(None, "channel-1", "/", None)  # type: ignore[arg-type]
+        session = _session(node, queue)
         for msg_id in range(1, 121):
             session.handle_event(_deliver(queue, "channel-1", msg_id))
         assert _notify_sent() == [c.NotifySent("channel-1", 50)] * 2
@@ -51,7 +62,7 @@ def test_a_channel_tells_a_queue_of_its_sent_deliveries_once_per_fifty(node: Nod
 def test_a_deleted_queue_is_forgotten_with_the_deliveries_not_told(node: Node) -> None:
     with node.attached():
         queue = actors.self()
-        session = ClassicSession(None, "channel-1", "/", None)  # type: ignore[arg-type]
+        session = _session(node, queue)
         for msg_id in range(1, 41):
             session.handle_event(_deliver(queue, "channel-1", msg_id))
         session.handle_event((CLASSIC_EVENT, "/", "q", queue, EOL))
