@@ -244,12 +244,15 @@ def describe(deliveries: tuple[Delivery, ...], acked: bool) -> str:
     """A message's deliveries as its `x-delivery-count` values, runs of consecutive
     counts shortened (``-, 1..20``), then its fate."""
     counts = [d.delivery_count for d in deliveries]
+
+    def follows(a: int | None, b: int | None) -> bool:
+        return a is not None and b is not None and b == a + 1
+
     parts: list[str] = []
     i = 0
     while i < len(counts):
         j = i
-        while (counts[i] is not None and j + 1 < len(counts) and counts[j + 1] is not None
-               and counts[j + 1] == counts[j] + 1):  # type: ignore[operator]
+        while j + 1 < len(counts) and follows(counts[j], counts[j + 1]):
             j += 1
         first = "-" if counts[i] is None else str(counts[i])
         parts.append(first if j - i < 2 else f"{first}..{counts[j]}")
