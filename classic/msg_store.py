@@ -41,6 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
+
 import actors
 from actors import gen_batch_server
 from actors.gen_batch_server import GenBatchServer
@@ -142,6 +144,19 @@ class _State:
     """Large bodies written for each queue process since its last grant."""
 
 
+def _write_files(jobs: list[tuple[int, bytes | None]], fsync: Fsync | None) -> None:
+    """Append each file's bytes (``None``: empty the file), syncing each with `fsync`."""
+    for fd, data in jobs:
+        if data is None:
+            os.ftruncate(fd, 0)
+            continue
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if fsync is not None:
+            fsync(fd)
+
+
 class MessageStore(GenBatchServer):
     """Batches the records of every durable classic queue of the node into their files."""
 
@@ -196,22 +211,27 @@ class MessageStore(GenBatchServer):
 
     def _flush(self, state: _State, buffers: dict[str, list[bytes]]) -> None:
         """One write per queue file, handed to the OS (synced only with `fsync`); a
-        file none of whose messages is left is emptied instead."""
+        file none of whose messages is left is emptied instead.
+
+        With `fsync` the writes and syncs run on the hub's thread pool: a sync takes
+        the disk's time, during which the node's other processes (the queues and
+        their channels) keep running instead of waiting with the store, and what
+        they send the store meanwhile makes its next batch."""
+        jobs: list[tuple[int, bytes | None]] = []
         for qdir, chunks in buffers.items():
             fd = state.fds.get(qdir)
             if fd is None:
                 fd = open_private(os.path.join(state.root, qdir, "log"),
                                   os.O_WRONLY | os.O_CREAT | os.O_APPEND)
                 state.fds[qdir] = fd
-            if state.live.get(qdir) == 0:
-                os.ftruncate(fd, 0)
-                continue
-            view = memoryview(b"".join(chunks))
-            while view:
-                view = view[os.write(fd, view):]
-            if state.fsync is not None:
-                state.fsync(fd)
+            jobs.append((fd, None if state.live.get(qdir) == 0 else b"".join(chunks)))
         buffers.clear()
+        if not jobs:
+            return
+        if state.fsync is None:
+            _write_files(jobs, None)
+        else:
+            gevent.get_hub().threadpool.apply(_write_files, (jobs, state.fsync))
 
     def _open(self, state: _State, vhost: str, name: str, meta: Any) -> str:
         digest = hashlib.sha256(f"{vhost}\0{name}".encode()).hexdigest()[:16]
