@@ -351,8 +351,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
         queues=(QueueSpec("q1"),),
         clients=(ClientSpec("publisher", "q1", rate=40, poison_every=10),
                  ClientSpec("consumer", "q1", prefetch=10, poison_requeues=25)),
-        duration_s=15, expect={"ordering_channel_fifo": "pass",
-                               "replica_determinism": "pass"},
+        duration_s=15, expect=dict(_SAFE),
     ),
     Scenario(
         "classic-rpc",
