@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 import pytest
 from rich.console import Console
 
+from analysis.compare_load import load_run
 from analysis.model import CHECKS
 from harness.runner import RunResult, _analyze, run_scenario, unmet_expectations
 from harness.scenarios import SCENARIOS, ClientSpec, FaultSpec, QueueSpec, Scenario
@@ -94,10 +95,11 @@ def test_the_nodes_model_the_release_the_run_asks_for(tmp_path: Path) -> None:
 
     (meta,) = _table(run, "run_meta")
     assert json.loads(str(meta["config_json"]))["rabbitmq_version"] == "3.10"
+    assert load_run(run).label == "3.10"  # what `warren scenario compare` names it
     ops = [r for r in _table(run, "client_ops") if str(r["node"]).startswith("client-")]
     poison = {r["msg_id"] for r in ops if r["kind"] == "reject"}
     assert len(poison) == 1
-    counts = [r["delivery_count"] for r in sorted(ops, key=lambda r: r["ts_ns"])
+    counts = [r["delivery_count"] for r in sorted(ops, key=lambda r: int(str(r["ts_ns"])))
               if r["kind"] == "deliver" and r["msg_id"] in poison]
     assert counts[1:] == list(range(1, 23))
     assert poison <= {r["msg_id"] for r in ops if r["kind"] == "ack"}
