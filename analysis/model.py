@@ -105,11 +105,18 @@ class RunConfig:
 
     def delivery_limit(self, queue: str) -> int | None:
         """Returns of a message `queue` allows before it is dead-lettered or dropped:
-        the declared limit, else RabbitMQ's default for quorum queues (4.0 onwards)."""
+        the declared limit, else the default for quorum queues of the release the run's
+        nodes modelled (recorded by the runner: none for 3.10), else RabbitMQ's
+        default from 4.0 on."""
         conf = self.queues.get(queue, {})
         if conf.get("delivery_limit") is not None:
             return int(conf["delivery_limit"])
-        return DEFAULT_QQ_DELIVERY_LIMIT if conf.get("type") == "quorum" else None
+        if conf.get("type") != "quorum":
+            return None
+        if "quorum_default_delivery_limit" in self.config:
+            default = self.config["quorum_default_delivery_limit"]
+            return None if default is None else int(default)
+        return DEFAULT_QQ_DELIVERY_LIMIT
 
     def sac_fifo_queues(self) -> list[str]:
         """Single-active-consumer queues consumed with prefetch 1 (strict FIFO applies)."""

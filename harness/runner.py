@@ -41,6 +41,7 @@ from harness.cluster import Cluster, NodeArgv, NodeStartError, warren_node_argv
 from harness.nemesis import Nemesis
 from harness.scenarios import ROLES, Scenario
 from harness.workload import ClientConfig
+from releases import RELEASES
 
 __all__ = ["EXIT_HARNESS", "Analyzer", "RunResult", "run_scenario"]
 
@@ -151,8 +152,12 @@ def _record_meta(rec: Recorder, scenario: Scenario, seed: int, backend: str,
         version = metadata.version("warren")
     except metadata.PackageNotFoundError:
         version = "unknown"
-    config = {"scenario": dataclasses.asdict(scenario), "seed": seed, "backend": backend,
-              "rabbitmq_version": rabbitmq_version}
+    config: dict[str, Any] = {"scenario": dataclasses.asdict(scenario), "seed": seed,
+                              "backend": backend, "rabbitmq_version": rabbitmq_version}
+    if rabbitmq_version is not None:
+        # what the analysis takes for a quorum queue declared without a limit
+        release = RELEASES[rabbitmq_version]
+        config["quorum_default_delivery_limit"] = release.default_delivery_limit
     rec.record("run_meta", emitter="harness", started_wall_ns=time.time_ns(),
                warren_version=version, config_json=json.dumps(config, default=str),
                queues_json=json.dumps(scenario.queues_meta()), workload=scenario.workload,

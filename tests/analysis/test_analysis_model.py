@@ -60,3 +60,14 @@ def test_dead_letter_chains_and_delivery_limits_follow_the_queue_settings() -> N
     assert meta.delivery_limit("b") == model.DEFAULT_QQ_DELIVERY_LIMIT == 20
     assert meta.delivery_limit("classic") is None
     assert meta.delivery_limit("unknown") is None
+
+
+def test_a_run_under_a_release_takes_that_release_s_default_delivery_limit() -> None:
+    """A run whose nodes modelled a release records its default limit for quorum
+    queues: 3.10 has none, so a quorum queue declared without one has none either."""
+    queues = {"q": {"type": "quorum"}, "limited": {"type": "quorum", "delivery_limit": 5}}
+    under_310 = model.RunConfig(queues=queues, config={"quorum_default_delivery_limit": None})
+    assert under_310.delivery_limit("q") is None
+    assert under_310.delivery_limit("limited") == 5
+    under_43 = model.RunConfig(queues=queues, config={"quorum_default_delivery_limit": 20})
+    assert under_43.delivery_limit("q") == 20
