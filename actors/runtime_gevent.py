@@ -116,6 +116,17 @@ class Mailbox:
                 return item
         return EMPTY
 
+    def take_all(self, pred: Callable[[Any], bool]) -> list[Any]:
+        """Remove and return every item matching `pred`, in order; the others stay
+        in theirs (a gen_server2-style priority for some messages). O(len)."""
+        q = self._q
+        taken = [item for item in q if pred(item)]
+        if taken:
+            kept = [item for item in q if not pred(item)]
+            q.clear()
+            q.extend(kept)
+        return taken
+
     def take_first(self, pred: Callable[[Any], bool], timeout: float | None) -> Any:
         """Selective receive: wait for the first item matching `pred`."""
         deadline = None if timeout is None else self._hub.loop.now() + timeout

@@ -87,6 +87,12 @@ FLOW = "flow"
 BUMP_CREDIT = "bump_credit"
 """The event granting a channel more credit: ``(BUMP_CREDIT, quantity)``."""
 
+PRIORITY_SCAN_EVERY = 50
+"""After this many flow publishes the queue takes the acks and ``notify_sent`` casts
+waiting in its mailbox ahead of the publishes before them, as
+``rabbit_amqqueue_process:prioritise_cast`` ranks them: a publisher filling the
+mailbox does not hold back the consumers that would drain the queue."""
+
 CREDIT: tuple[int, int] = (400, 200)
 """``credit_flow_default_credit``: a channel may send this many flow publishes to a
 queue before it blocks, and the queue grants the second number more after handling
@@ -152,6 +158,8 @@ class QueueState:
     """The limiter process of each channel whose consumers are under a global qos."""
     awaiting_resume: set[Hashable] = field(default_factory=set)
     """Channels whose limiter refused a delivery and will say when to ask again."""
+    publishes_since_scan: int = 0
+    """Flow publishes handled since the mailbox was last searched for acks."""
 
 
 def _now() -> int:
@@ -234,7 +242,14 @@ class QueueProcess(GenServer):
         if type(msg) is tuple and msg[0] == FLOW:
             msg = msg[1]
             self._credit_ack(state, msg.channel)
+            state.publishes_since_scan += 1
         self._apply(state, msg)
+        if state.publishes_since_scan >= PRIORITY_SCAN_EVERY and not state.deleted:
+            state.publishes_since_scan = 0
+            for _, waiting in actors.current().actor_inbox.take_all(_prioritised):
+                self._apply(state, waiting)
+                if state.deleted:
+                    break
         return ("stop", "normal", state) if state.deleted else ("noreply", state)
 
     def handle_info(self, msg: Any, state: QueueState) -> Any:
@@ -414,6 +429,12 @@ class QueueProcess(GenServer):
         if due is not None:
             state.timer = actors.start_timer(max(0, due - _now()), actors.self(), TICK)
             state.timer_at = due
+
+
+def _prioritised(msg: Any) -> bool:
+    """An ack or a ``notify_sent`` cast (`PRIORITY_SCAN_EVERY`)."""
+    return (type(msg) is tuple and len(msg) == 2 and msg[0] == "$gen_cast"
+            and type(msg[1]) in (c.Ack, c.NotifySent))
 
 
 def info(core: ClassicQueue) -> dict[str, Any]:
