@@ -62,3 +62,18 @@ def test_one_release_measured_end_to_end(tmp_path: Path) -> None:
     assert figures["messages"] == 500 and "bytes_per_msg_leader" in figures
     assert "modelling RabbitMQ 3.10" in done.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_release_that_refuses_the_memory_queue_keeps_its_phase_figures(
+        tmp_path: Path) -> None:
+    """4.3 denies transient non-exclusive classic queues, which the classic memory
+    fill declares: the release's phase figures stand, with the refusal beside them."""
+    done = subprocess.run(
+        [sys.executable, str(E2E), "--queue-type", "classic", "--rabbitmq-version", "4.3",
+         "--rabbitmq", "no", "--nodes", "1", "--phases", "w1", "--seconds", "1",
+         "--warmup", "0.5", "--memory-messages", "500", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=170, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])["4.3"]
+    assert figures["msgs_s_w1"] > 0
+    assert "transient_nonexcl_queues" in figures["memory_error"]
