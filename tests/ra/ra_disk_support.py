@@ -60,18 +60,12 @@ class Stack:
         return self
 
     def kill_wal(self) -> None:
-        actors.unlink(self.wal_pid)
-        ref = actors.monitor(self.wal_pid)
-        actors.exit(self.wal_pid, "kill")
-        assert actors.receive(2000, match=lambda m: m[:2] == ("DOWN", ref)) is not actors.TIMEOUT
+        assert _kill(self.wal_pid) is not actors.TIMEOUT
 
     def stop_all(self) -> None:
         for pid in (self.wal_pid, self.sw_pid):
             if pid is not None and actors.is_process_alive(pid):
-                actors.unlink(pid)
-                ref = actors.monitor(pid)
-                actors.exit(pid, "kill")
-                actors.receive(2000, match=lambda m, r=ref: m[:2] == ("DOWN", r))
+                _kill(pid)
 
     def sync(self) -> None:
         """Barrier: everything sent to the WAL is written and every closed file flushed."""
@@ -85,6 +79,15 @@ class Stack:
 
     def wal_files(self) -> list[str]:
         return sorted(n for n in os.listdir(self.wal_dir) if n.endswith(".wal"))
+
+
+def _kill(pid: Any) -> Any:
+    """Kill linked `pid` without taking the test process down; its DOWN message,
+    or TIMEOUT if none came within two seconds."""
+    actors.unlink(pid)
+    ref = actors.monitor(pid)
+    actors.exit(pid, "kill")
+    return actors.receive(2000, match=lambda m: m[:2] == ("DOWN", ref))
 
 
 def flush_to_wal(log: Any, uid: str) -> int:
@@ -151,3 +154,25 @@ def relay(parent: actors.Pid, tag: Any) -> None:
     """A writer stand-in: forward every message to `parent` as ``(tag, msg)``."""
     while True:
         actors.send(parent, (tag, actors.receive()))
+
+
+def entries(first: int, last: int, term: int = 1) -> list[tuple[int, int, Any]]:
+    """Entries `first`..`last` of `term`, each command naming its index."""
+    return [(i, term, ("cmd", i)) for i in range(first, last + 1)]
+
+
+def written(term: int, seq: list[Any]) -> tuple[str, Any]:
+    """The log event the WAL sends a writer once `seq` of `term` is synced."""
+    return ("ra_log_event", ("written", term, seq))
+
+
+def next_msg(timeout: int = 2000) -> Any:
+    """The next message to the test process; it must come within `timeout` ms."""
+    msg = actors.receive(timeout)
+    assert msg is not actors.TIMEOUT
+    return msg
+
+
+def nothing_more(timeout: int = 100) -> bool:
+    """Whether no message arrives within `timeout` ms."""
+    return actors.receive(timeout) is actors.TIMEOUT

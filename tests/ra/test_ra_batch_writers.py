@@ -14,19 +14,9 @@ from ra import seq as ra_seq
 from ra import wal as ra_wal
 from ra import wal_file, wal_memory
 from ra.memory_disk import MemoryDisk
-from tests.ra.ra_disk_support import Stack, relay, write
+from tests.ra.ra_disk_support import Stack, entries, next_msg, relay, write
 
 UID = "U1"
-
-
-def entries(first: int, last: int, term: int = 1) -> list[tuple[int, int, Any]]:
-    return [(i, term, ("cmd", i)) for i in range(first, last + 1)]
-
-
-def next_msg(timeout: int = 2000) -> Any:
-    msg = actors.receive(timeout)
-    assert msg is not actors.TIMEOUT
-    return msg
 
 
 def open_files_under(directory: str) -> list[str]:

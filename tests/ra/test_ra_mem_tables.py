@@ -24,27 +24,21 @@ from ra.disk_log import DiskLog
 from ra.disk_store import DiskStore
 from ra.log_ets import LogEts, MemTable
 from ra.types import DUMMY_ENTRY
-from tests.ra.ra_disk_support import Stack, drain_events, held, pump, write
+from tests.ra.ra_disk_support import (
+    Stack,
+    drain_events,
+    held,
+    next_msg,
+    pump,
+    write,
+    written,
+)
 
 UID = "U1"
 
 
 def es(first: int, last: int, term: int = 1) -> list[tuple[int, int, Any]]:
     return [(i, term, ("cmd", i, term)) for i in range(first, last + 1)]
-
-
-def written(term: int, seq: list[Any]) -> tuple[str, Any]:
-    return ("ra_log_event", ("written", term, seq))
-
-
-def next_msg(timeout: int = 2000) -> Any:
-    msg = actors.receive(timeout)
-    assert msg is not actors.TIMEOUT
-    return msg
-
-
-def nothing_more(timeout: int = 100) -> bool:
-    return actors.receive(timeout) is actors.TIMEOUT
 
 
 def start_wal_handing_to_me(stack: Stack) -> None:

@@ -13,27 +13,18 @@ from actors import Node, gen_server, trace
 from ra import wal as ra_wal
 from ra import wal_file
 from ra.log_base import WalDown
-from tests.ra.ra_disk_support import Stack, held, relay, write
+from tests.ra.ra_disk_support import (
+    Stack,
+    entries,
+    held,
+    next_msg,
+    nothing_more,
+    relay,
+    write,
+    written,
+)
 
 UID = "U1"
-
-
-def entries(first: int, last: int, term: int = 1) -> list[tuple[int, int, Any]]:
-    return [(i, term, ("cmd", i)) for i in range(first, last + 1)]
-
-
-def written(term: int, seq: list[Any]) -> tuple[str, Any]:
-    return ("ra_log_event", ("written", term, seq))
-
-
-def next_msg(timeout: int = 2000) -> Any:
-    msg = actors.receive(timeout)
-    assert msg is not actors.TIMEOUT
-    return msg
-
-
-def nothing_more(timeout: int = 100) -> bool:
-    return actors.receive(timeout) is actors.TIMEOUT
 
 
 def view(stack: Stack, uid: str = UID) -> list[Any]:
