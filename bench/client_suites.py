@@ -28,7 +28,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -46,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import docker_stub  # noqa: E402
 from harness import procs  # noqa: E402
-from transports.zmq_node import free_port  # noqa: E402
+from transports.zmq_node import free_port, port_free  # noqa: E402
 
 AMQP_PORT = 5672
 PER_TEST_TIMEOUT_S = 120
@@ -286,15 +285,6 @@ def in_own_netns(argv: list[str]) -> int:
     inner = f"ip link set lo up && exec {sys.executable} {Path(__file__).resolve()} \"$@\""
     return subprocess.run(["unshare", *flags, "sh", "-c", inner, "sh", *argv],
                           env=dict(os.environ, **{NETNS_FLAG: "1"})).returncode
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["free_port", "main", "start_node_process", "stop_node_process"]
+__all__ = ["free_port", "main", "port_free", "start_node_process", "stop_node_process"]
 
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,6 +35,16 @@ _ROOT = Path(__file__).resolve().parent.parent
 PORT_RANGE = (20000, 32000)  # below Linux's ephemeral range: outgoing sockets never take these
 _ports = random.Random()
 _given: set[int] = set()
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether `port` on `host` can be bound right now (nothing listens on it)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -52,11 +62,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         port = _ports.randrange(*PORT_RANGE)
         if port in _given:
             continue
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
+        if not port_free(port, host):
+            continue
         _given.add(port)
         return port
     raise OSError(f"no free port in {PORT_RANGE} on {host}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -22,18 +21,10 @@ from pathlib import Path
 
 from bench.rabbitmq_local import rabbitmq_cluster
 from tests.differential.probes import Target
+from transports.zmq_node import port_free
 
 ROOT = Path(__file__).resolve().parents[2]
 RABBITMQ4 = ROOT / "scripts" / "rabbitmq4"
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _free_block(size: int) -> int:
@@ -41,7 +32,7 @@ def _free_block(size: int) -> int:
     rng = random.Random(os.getpid())
     while True:
         base = rng.randrange(20_000, 60_000 - size)
-        if all(_free(base + i) for i in range(size)):
+        if all(port_free(base + i) for i in range(size)):
             return base
 
 

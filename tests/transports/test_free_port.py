@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from transports import zmq_node
-from transports.zmq_node import PORT_RANGE, free_port
+from transports.zmq_node import PORT_RANGE, free_port, port_free
 
 EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
@@ -29,20 +29,19 @@ def test_the_range_does_not_overlap_this_kernels_ephemeral_ports() -> None:
     assert PORT_RANGE[1] <= low or PORT_RANGE[0] > high
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+def test_a_port_something_listens_on_is_not_free() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        assert not port_free(busy)
 
 
 def test_a_port_in_use_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
     # a fresh record of handed-out ports (earlier tests in this process drew some), and a
     # third draw that is free now (another test's node may hold any fixed port)
     monkeypatch.setattr(zmq_node, "_given", set())
-    spare = next(p for p in range(*PORT_RANGE) if _bindable(p))
+    spare = next(p for p in range(*PORT_RANGE) if port_free(p))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         busy = taken.getsockname()[1]
