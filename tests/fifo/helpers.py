@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fifo import RabbitFifo, RabbitFifoState, make_enqueue
+from fifo import RabbitFifo, RabbitFifoState, make_checkout, make_enqueue
 from fifo.commands import get_msg
 
 QNAME = ("resource", "/", "queue", "q1")
@@ -97,6 +97,20 @@ class FakeRaAux:
         return self.d.log.get(idx)
 
 
+def queue_of(v: int, n: int, publisher: P, **cfg: Any) -> Driver:
+    """A machine-`v` queue holding `n` messages ``m0``.. from `publisher`, in order."""
+    d = Driver(machine_version=v, **cfg)
+    for i in range(n):
+        d.enqueue(publisher, i + 1, f"m{i}".encode())
+    return d
+
+
+def consume(d: Driver, c: Any, prefetch: int, **cmeta: Any) -> int:
+    """A prefetch consumer of `c` (tag ``ct``), as a machine 3+ client checks out; its key."""
+    d.apply(make_checkout(("ct", c), ("auto", ("simple_prefetch", prefetch)), cmeta))
+    return d.index
+
+
 def deliveries(d: Driver, effects: list[Any]) -> list[tuple[Any, Any, list[tuple[int, Any]]]]:
     """Every delivery in `effects` as ``(pid, ctag, [(msg_id, body)])``, in order."""
     out = []
@@ -120,5 +134,5 @@ def bodies(d: Driver, effects: list[Any]) -> list[Any]:
     return [b for _, _, msgs in deliveries(d, effects) for _, b in msgs]
 
 
-__all__ = ["N1", "N2", "QNAME", "Driver", "FakeRaAux", "P", "bodies", "delivered_ids",
-           "deliveries", "get_msg", "pid"]
+__all__ = ["N1", "N2", "QNAME", "Driver", "FakeRaAux", "P", "bodies", "consume",
+           "delivered_ids", "deliveries", "get_msg", "pid", "queue_of"]

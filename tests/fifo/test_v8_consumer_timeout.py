@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fifo import make_checkout, make_return, make_settle
+from fifo import make_return, make_settle
 
-from .helpers import QNAME, Driver, FakeRaAux, delivered_ids, pid
+from .helpers import QNAME, FakeRaAux, consume, delivered_ids, pid, queue_of
 
 P1 = pid(1)
 C1 = pid(10)
@@ -20,22 +20,10 @@ C2 = pid(11)
 EVALUATE = ("timeout", "evaluate_consumer_timeout")
 
 
-def queue(v: int, n: int, **cfg: Any) -> Driver:
-    d = Driver(machine_version=v, **cfg)
-    for i in range(n):
-        d.enqueue(P1, i + 1, f"m{i}".encode())
-    return d
-
-
-def consume(d: Driver, c: Any, prefetch: int, **cmeta: Any) -> int:
-    d.apply(make_checkout(("ct", c), ("auto", ("simple_prefetch", prefetch)), cmeta))
-    return d.index
-
-
 def test_v8_locks_each_delivery_until_delivery_time_plus_the_timeout() -> None:
     locks = {}
     for v in (7, 8):
-        d = queue(v, 2)
+        d = queue_of(v, 2, P1)
         key = consume(d, C1, 2, timeout=500)
         locks[v] = (d.state.consumers[key].lock_expirations, d.state.next_consumer_timeout)
     assert locks[7] == ({}, None)
@@ -45,7 +33,7 @@ def test_v8_locks_each_delivery_until_delivery_time_plus_the_timeout() -> None:
 def test_v7_ignores_the_timer_v8_releases_the_expired_messages() -> None:
     out = {}
     for v in (7, 8):
-        d = queue(v, 2)
+        d = queue_of(v, 2, P1)
         key = consume(d, C1, 2, timeout=500)
         reply, effects = d.apply(EVALUATE, ts=2000)
         out[v] = (reply, effects, len(d.state.consumers[key].checked_out),
@@ -58,7 +46,7 @@ def test_v7_ignores_the_timer_v8_releases_the_expired_messages() -> None:
 
 
 def test_v8_serves_the_consumer_again_once_it_answered_for_every_released_id() -> None:
-    d = queue(8, 3)
+    d = queue_of(8, 3, P1)
     key = consume(d, C1, 2, timeout=500)
     d.apply(EVALUATE, ts=2000)
     c: Any = d.state.consumers[key]
@@ -72,7 +60,7 @@ def test_v8_serves_the_consumer_again_once_it_answered_for_every_released_id() -
 
 
 def test_only_messages_past_their_lock_are_released() -> None:
-    d = queue(8, 2)
+    d = queue_of(8, 2, P1)
     key = consume(d, C1, 1, timeout=500)
     d.apply(make_settle(key, [0]), ts=1400)  # m1 delivered at 1400, locked to 1900
     _, effects = d.apply(EVALUATE, ts=1600)
@@ -81,7 +69,7 @@ def test_only_messages_past_their_lock_are_released() -> None:
 
 
 def test_v8_single_active_consumer_hands_over_after_a_timeout() -> None:
-    d = queue(8, 2, single_active_consumer_on=True)
+    d = queue_of(8, 2, P1, single_active_consumer_on=True)
     k1 = consume(d, C1, 1, timeout=500)
     k2 = consume(d, C2, 1, timeout=500)
     _, effects = d.apply(EVALUATE, ts=2000)
@@ -99,7 +87,7 @@ def test_v8_single_active_consumer_hands_over_after_a_timeout() -> None:
 def test_the_leader_arms_an_absolute_timer_for_the_earliest_lock() -> None:
     armed = {}
     for v in (7, 8):
-        d = queue(v, 1)
+        d = queue_of(v, 1, P1)
         consume(d, C1, 1, timeout=500)
         aux = d.machine.init_aux("q1")
         effects = d.machine.handle_aux("leader", "cast", "eval", aux, FakeRaAux(d))[3]

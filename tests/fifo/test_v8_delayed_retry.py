@@ -15,25 +15,13 @@ from fifo import make_checkout, make_modify, make_purge, make_return, make_settl
 from fifo.delayed import DEFERRAL_TOKEN, DELIVERY_TIME
 from fifo.msg import msg_idx
 
-from .helpers import Driver, delivered_ids, pid
+from .helpers import Driver, consume, delivered_ids, pid, queue_of
 
 P1 = pid(1)
 P2 = pid(2)
 C1 = pid(10)
 C2 = pid(11)
 EXPIRE = ("timeout", "expire_msgs")
-
-
-def queue(v: int, n: int, **cfg: Any) -> Driver:
-    d = Driver(machine_version=v, **cfg)
-    for i in range(n):
-        d.enqueue(P1, i + 1, f"m{i}".encode())
-    return d
-
-
-def consume(d: Driver, c: Any, prefetch: int) -> int:
-    d.apply(make_checkout(("ct", c), ("auto", ("simple_prefetch", prefetch)), {}))
-    return d.index
 
 
 def fail(d: Driver, key: int, msg_id: int, **anns: Any) -> list[Any]:
@@ -44,7 +32,7 @@ class TestModes:
     def test_v7_ignores_the_setting_v8_delays_failed_deliveries(self) -> None:
         out = {}
         for v in (7, 8):
-            d = queue(v, 1, delayed_retry=("failed", 100, 1000))
+            d = queue_of(v, 1, P1, delayed_retry=("failed", 100, 1000))
             key = consume(d, C1, 1)
             redelivered = delivered_ids(d, fail(d, key, 0))
             out[v] = (redelivered, len(d.state.delayed), d.machine.overview(d.state)[
@@ -53,7 +41,7 @@ class TestModes:
         assert out[8] == ([], 1, 0)
 
     def test_the_delay_grows_with_the_delivery_count_up_to_the_maximum(self) -> None:
-        d = queue(8, 1, delayed_retry=("all", 100, 250))
+        d = queue_of(8, 1, P1, delayed_retry=("all", 100, 250))
         key = consume(d, C1, 1)
         ready_at = []
         for msg_id in range(3):
@@ -70,7 +58,7 @@ class TestModes:
     ])
     def test_which_give_backs_wait(self, mode: str, plain_return_waits: bool,
                                    failure_waits: bool) -> None:
-        d = queue(8, 2, delayed_retry=(mode, 100, 100))
+        d = queue_of(8, 2, P1, delayed_retry=(mode, 100, 100))
         key = consume(d, C1, 2)
         d.apply(make_return(key, [0]))
         fail(d, key, 1)
@@ -79,7 +67,7 @@ class TestModes:
                            if waits]
 
     def test_not_ready_until_due_and_promoted_behind_the_returns(self) -> None:
-        d = queue(8, 3, delayed_retry=("failed", 100, 100))
+        d = queue_of(8, 3, P1, delayed_retry=("failed", 100, 100))
         key = consume(d, C1, 2)
         fail(d, key, 0)
         d.apply(make_return(key, [1]))  # plain return: ready at once, redelivered
@@ -93,7 +81,7 @@ class TestModes:
 class TestDeliveryTimeAndTokens:
     @pytest.mark.parametrize("v", [7, 8])
     def test_an_explicit_delivery_time_works_even_when_disabled(self, v: int) -> None:
-        d = queue(v, 1)
+        d = queue_of(v, 1, P1)
         key = consume(d, C1, 1)
         effects = d.apply(make_modify(key, [0], False, False, {DELIVERY_TIME: 5000}))[1]
         if v == 7:
@@ -103,7 +91,7 @@ class TestDeliveryTimeAndTokens:
         assert d.machine.overview(d.state)["next_delayed_at"] == 5000
 
     def test_a_deferred_message_is_claimed_by_token(self) -> None:
-        d = queue(8, 2)
+        d = queue_of(8, 2, P1)
         k1 = consume(d, C1, 2)
         for msg_id, token in ((0, b"t0"), (1, b"t1")):
             d.apply(make_modify(k1, [msg_id], False, False,
@@ -120,7 +108,7 @@ class TestDeliveryTimeAndTokens:
         assert list(d.state.delayed.deferred) == [b"t0"]
 
     def test_a_suspected_consumer_cannot_claim(self) -> None:
-        d = queue(8, 1)
+        d = queue_of(8, 1, P1)
         key = consume(d, C1, 1)
         d.apply(make_modify(key, [0], False, False, {DELIVERY_TIME: 99_000,
                                                      DEFERRAL_TOKEN: b"t"}))
@@ -132,7 +120,7 @@ class TestDeliveryTimeAndTokens:
 class TestRetryCommand:
     @pytest.mark.parametrize("n, moved", [("all", 3), (2, 2), (0, 0)])
     def test_retry_moves_the_earliest_now(self, n: Any, moved: int) -> None:
-        d = queue(8, 3, delayed_retry=("all", 1000, 1000))
+        d = queue_of(8, 3, P1, delayed_retry=("all", 1000, 1000))
         key = consume(d, C1, 3)
         for msg_id in (2, 0, 1):
             fail(d, key, msg_id)
@@ -142,7 +130,7 @@ class TestRetryCommand:
         assert len(delivered_ids(d, effects)) == moved
 
     def test_v7_has_no_delayed_commands(self) -> None:
-        d = queue(7, 1)
+        d = queue_of(7, 1, P1)
         assert d.apply(("delayed_cmd", ("retry", "all"))) == ("ok", [])
 
 
@@ -150,7 +138,7 @@ class TestLimitsAndPurge:
     def test_delayed_messages_count_against_max_length(self) -> None:
         blocked = {}
         for v in (7, 8):
-            d = queue(v, 1, max_length=1, overflow_strategy="reject_publish",
+            d = queue_of(v, 1, P1, max_length=1, overflow_strategy="reject_publish",
                       delayed_retry=("all", 1000, 1000))
             key = consume(d, C1, 1)
             d.apply(make_return(key, [0]))
@@ -162,7 +150,7 @@ class TestLimitsAndPurge:
         assert blocked == {7: False, 8: True}
 
     def test_purge_drops_delayed_messages(self) -> None:
-        d = queue(8, 2, delayed_retry=("all", 1000, 1000))
+        d = queue_of(8, 2, P1, delayed_retry=("all", 1000, 1000))
         key = consume(d, C1, 1)
         fail(d, key, 0)
         assert d.apply(make_purge())[0] == ("purge", 1)  # m0 waits, m1 is with C1

@@ -13,7 +13,7 @@ from typing import Any
 from fifo import make_checkout, make_settle
 from fifo.msg import get_header, msg_header
 
-from .helpers import N2, Driver, delivered_ids, pid
+from .helpers import N2, Driver, consume, delivered_ids, pid
 
 P1 = pid(1)
 P2 = pid(2, N2)
@@ -27,11 +27,6 @@ def queue(v: int, n: int, **cfg: Any) -> Driver:
     for i in range(n):
         d.enqueue(P1, i + 1, f"m{i}".encode())
     return d
-
-
-def consume(d: Driver, c: Any, prefetch: int) -> int:
-    d.apply(make_checkout(("ct", c), ("auto", ("simple_prefetch", prefetch)), {}))
-    return d.index
 
 
 def timers(effects: list[Any]) -> list[Any]:
