@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from fifo import dlx
 from fifo.delayed import should_delay
@@ -208,6 +208,28 @@ def active_consumer(consumers: Mapping[Hashable, Consumer]) -> tuple[Hashable, C
         if c.status in _ACTIVE:
             return (key, c)
     return None
+
+
+def mark_enqueuers(node: Any, s: RabbitFifoState,
+                   status: Literal["up", "suspected_down"]) -> None:
+    """Publishers on `node` take `status`: suspected while their node is unreachable,
+    up once it is back."""
+    for p, e in s.enqueuers.items():
+        if p.node == node:
+            e.status = status
+
+
+def consumers_up_on(meta: Meta, node: Any, s: RabbitFifoState, effects: list[Effect]) -> None:
+    """``nodeup`` up to machine 7: every consumer on `node` that is not cancelled is up
+    again and can be served; a competing one's channel hears that it is active."""
+    for key in erl_sorted(s.consumers):
+        c = s.consumers.get(key)
+        if c is None or c.cfg.pid.node != node or c.status == "cancelled":
+            continue
+        if s.cfg.consumer_strategy == "competing":
+            effects.append(update_consumer_active_effect(s, c, True, "up"))
+        c.status = "up"
+        update_or_remove_con(meta, key, c, s)
 
 
 def activate_next_consumer(s: RabbitFifoState, effects: list[Effect]) -> None:

@@ -23,6 +23,7 @@ from fifo.consumers import (
     activate_next_consumer,
     active_effects,
     find_consumer,
+    mark_enqueuers,
     return_all,
     sort_waiting,
     update_or_remove_con,
@@ -116,9 +117,7 @@ def nodeup(meta: Meta, node: Any, s: RabbitFifoState) -> list[Effect]:
     effects: list[Effect] = []
     for p in suspected_pids_for(node, s):
         effects += [monitor_process(p), send_msg(p, "leader_change", "ra_event")]
-    for p, e in s.enqueuers.items():
-        if p.node == node:
-            e.status = "up"
+    mark_enqueuers(node, s, "up")
     competing = s.cfg.consumer_strategy == "competing"
     for key in erl_sorted(s.consumers):
         c = s.consumers.get(key)

@@ -34,10 +34,12 @@ from fifo.consumers import (
     complete,
     consumer_id,
     consumer_key_from_id,
+    consumers_up_on,
     credit_api_v2,
     find_consumer,
     get_priority,
     increase_credit,
+    mark_enqueuers,
     maybe_queue_consumer,
     return_all,
     return_one,
@@ -768,7 +770,7 @@ class RabbitFifo:
             c.status = "suspected_down"
             return_all(meta, s, effects, key, c, True)
             effects.append(update_consumer_active_effect(s, c, False, "suspected_down"))
-        self._suspect_enqueuers(node, s)
+        mark_enqueuers(node, s, "suspected_down")
         effects.insert(0, monitor_node(node))
         s.last_active = meta["system_time"]
         return checkout(meta, before, s, effects)
@@ -794,15 +796,9 @@ class RabbitFifo:
             s.last_active = meta["system_time"]
         s.waiting_consumers = self._waiting_with_status(node, s, "suspected_down")
         activate_next_consumer(s, effects)
-        self._suspect_enqueuers(node, s)
+        mark_enqueuers(node, s, "suspected_down")
         effects.insert(0, monitor_node(node))
         return checkout(meta, before, s, effects)
-
-    @staticmethod
-    def _suspect_enqueuers(node: Any, s: RabbitFifoState) -> None:
-        for p, e in s.enqueuers.items():
-            if p.node == node:
-                e.status = "suspected_down"
 
     @staticmethod
     def _waiting_with_status(node: Any, s: RabbitFifoState,
@@ -821,17 +817,8 @@ class RabbitFifo:
         # prompt publishers on the node to resend whatever got stuck meanwhile
         effects.extend(send_msg(p, "leader_change", "ra_event")
                        for p in erl_sorted(s.enqueuers) if p.node == node)
-        for p, e in s.enqueuers.items():
-            if p.node == node:
-                e.status = "up"
-        for key in erl_sorted(s.consumers):
-            c = s.consumers.get(key)
-            if c is None or c.cfg.pid.node != node or c.status == "cancelled":
-                continue
-            if s.cfg.consumer_strategy == "competing":
-                effects.append(update_consumer_active_effect(s, c, True, "up"))
-            c.status = "up"
-            update_or_remove_con(meta, key, c, s)
+        mark_enqueuers(node, s, "up")
+        consumers_up_on(meta, node, s, effects)
         s.waiting_consumers = self._waiting_with_status(node, s, "up")
         activate_next_consumer(s, effects)
         return checkout(meta, before, s, effects)

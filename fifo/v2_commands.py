@@ -42,8 +42,10 @@ from fifo.consumers import cancel_consumer as cancel_consumer0
 from fifo.consumers import (
     complete,
     consumer_id,
+    consumers_up_on,
     get_priority,
     increase_credit,
+    mark_enqueuers,
     maybe_queue_consumer,
     return_all,
     return_one,
@@ -329,12 +331,6 @@ def handle_down(meta: Meta, pid: Any, s: RabbitFifoState) -> list[Effect]:
     return effects
 
 
-def _suspect_enqueuers(node: Any, s: RabbitFifoState) -> None:
-    for p, e in s.enqueuers.items():
-        if p.node == node:
-            e.status = "suspected_down"
-
-
 def _waiting_with_status(node: Any, s: RabbitFifoState, status: str) -> None:
     """Waiting consumers on `node` take `status`; cancelled ones are dropped; the
     order stays the order of arrival."""
@@ -361,7 +357,7 @@ def _noconnection(meta: Meta, before: LimitView, pid: Any, s: RabbitFifoState) -
         c.status = "suspected_down"
         return_all(meta, s, effects, cid, c, True)
         effects.append(update_consumer_active_effect(s, c, False, "suspected_down"))
-    _suspect_enqueuers(node, s)
+    mark_enqueuers(node, s, "suspected_down")
     effects.insert(0, monitor_node(node))
     s.last_active = meta["system_time"]
     return _checkout_released(meta, before, s, effects)
@@ -389,7 +385,7 @@ def _noconnection_sac(meta: Meta, before: LimitView, pid: Any, s: RabbitFifoStat
         s.last_active = meta["system_time"]
     _waiting_with_status(node, s, "suspected_down")
     activate_next_consumer(s, effects)
-    _suspect_enqueuers(node, s)
+    mark_enqueuers(node, s, "suspected_down")
     effects.insert(0, monitor_node(node))
     return _checkout_released(meta, before, s, effects)
 
@@ -399,17 +395,8 @@ def _nodeup(machine: Any, meta: Meta, before: LimitView, node: Any,
     """The node is back: its suspected processes are monitored again (which tells
     their true fate) and its consumers are up again; publishers get no prompt."""
     effects: list[Effect] = [monitor_process(p) for p in machine._suspected_pids_for(node, s)]
-    for p, e in s.enqueuers.items():
-        if p.node == node:
-            e.status = "up"
-    for cid in erl_sorted(s.consumers):
-        c = s.consumers.get(cid)
-        if c is None or c.cfg.pid.node != node or c.status == "cancelled":
-            continue
-        if s.cfg.consumer_strategy == "competing":
-            effects.append(update_consumer_active_effect(s, c, True, "up"))
-        c.status = "up"
-        update_or_remove_con(meta, cid, c, s)
+    mark_enqueuers(node, s, "up")
+    consumers_up_on(meta, node, s, effects)
     _waiting_with_status(node, s, "up")
     activate_next_consumer(s, effects)
     return checkout(meta, before, s, effects)
