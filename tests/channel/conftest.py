@@ -22,6 +22,7 @@ from actors import Node
 from channel.connection.config import BrokerContext, Config
 from channel.connection.listener import Listener
 from channel.queue_types.testing import MemoryBackend
+from ra import system as ra_system
 
 T = TypeVar("T")
 
@@ -58,6 +59,18 @@ def node() -> Iterator[Node]:
     n.stop()
     gevent.joinall(greenlets, timeout=5)
     assert all(g.dead for g in greenlets), "a process outlived its test"
+
+
+@pytest.fixture
+def lone_node() -> Iterator[Node]:
+    """A single node running a Ra system, for quorum queues on one member."""
+    n = Node("warren@127.0.0.1:1").start()
+    with n.attached():
+        assert ra_system.start()[0] == "ok"
+    yield n
+    greenlets = [p.greenlet for p in list(n.procs.values()) if p.greenlet is not None]
+    n.stop()
+    gevent.joinall(greenlets, timeout=5)
 
 
 @pytest.fixture

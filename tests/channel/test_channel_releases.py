@@ -16,11 +16,9 @@ under two releases show where they differ.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import gevent
 import pika
 import pika.exceptions as pex
 import pytest
@@ -39,7 +37,6 @@ from channel.queue_types.quorum.quorum_queue import QuorumBackend
 from classic.queue_sup import start_queue_sup
 from fifo.machine import RabbitFifo
 from ra import api
-from ra import system as ra_system
 from releases import RELEASES, Release
 from tests.channel.conftest import Broker, client, make_broker
 from tests.channel.test_channel_consumer_timeout import closed_with, consume_without_ack
@@ -53,17 +50,6 @@ def test_a_queue_without_a_delivery_limit_gets_its_release_default(
     assert fifo_config("/", "q", {}, 0, RELEASES[series])["delivery_limit"] == limit
     assert fifo_config("/", "q", {"x-delivery-limit": 3}, 0,
                        RELEASES[series])["delivery_limit"] == 3
-
-
-@pytest.fixture
-def lone_node() -> Iterator[Node]:
-    n = Node("warren@127.0.0.1:1").start()
-    with n.attached():
-        assert ra_system.start()[0] == "ok"
-    yield n
-    greenlets = [p.greenlet for p in list(n.procs.values()) if p.greenlet is not None]
-    n.stop()
-    gevent.joinall(greenlets, timeout=5)
 
 
 @pytest.mark.parametrize(("series", "machine"), [("4.0", 5), ("4.2", 7)])
@@ -243,7 +229,7 @@ def test_dead_letters_carry_last_death_headers_from_the_release_that_has_them(
     dead = stored.mc_record_death("rejected", "q1", 1_000).mc_record_death("expired", "q2",
                                                                              2_000)
     release = RELEASES[series]
-    headers = dead.to_message(release.last_death_headers).content.properties().headers
+    headers: Any = dead.to_message(release.last_death_headers).content.properties().headers
     assert headers["x-first-death-queue"] == "q1"
     assert [d["queue"] for d in headers["x-death"]] == ["q2", "q1"]
     assert ("x-last-death-queue" in headers) is last

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import gevent
 import pika
 import pika.exceptions as pex
 import pytest
@@ -31,7 +30,6 @@ from channel.queue_types.quorum.qq_registry import LocalRegistry
 from channel.queue_types.quorum.qq_release_config import delayed_retry, release_machine_config
 from channel.queue_types.quorum.quorum_queue import QuorumBackend
 from ra import api
-from ra import system as ra_system
 from releases import RELEASES
 from tests.channel.conftest import client
 from tests.channel.test_channel_consumer_timeout import closed_with
@@ -91,17 +89,6 @@ def test_a_4_3_consumers_timeout_is_its_own_else_the_queues_else_the_nodes() -> 
 
 
 # ------------------------------------------------------------ a node with pika
-
-
-@pytest.fixture
-def lone_node() -> Iterator[Node]:
-    n = Node("warren@127.0.0.1:1").start()
-    with n.attached():
-        assert ra_system.start()[0] == "ok"
-    yield n
-    greenlets = [p.greenlet for p in list(n.procs.values()) if p.greenlet is not None]
-    n.stop()
-    gevent.joinall(greenlets, timeout=5)
 
 
 def _start(node: Node, series: str) -> tuple[Listener, LocalRegistry]:
