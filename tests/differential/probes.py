@@ -10,7 +10,6 @@ what legitimately differs between two runs: timestamps become "<time>".
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pika
 import pika.exceptions as pex
 
+from tests.broker.broker_support import eventually
 from tests.differential.wire_types import capture, header_types, raw_properties
 
 QQ = {"x-queue-type": "quorum"}
@@ -97,15 +97,6 @@ def drain(ch: Any, queue: str, limit: int = 100) -> list[dict[str, Any]]:
             break
         got.append(message(props, body, method))
     return got
-
-
-def eventually(check: Callable[[], Any], seconds: float = 20.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        result = check()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(0.1)
 
 
 # ------------------------------------------------------------------ the probes
