@@ -106,6 +106,16 @@ def _deliveries(session: ClassicSession) -> list[Deliver]:
     raise AssertionError("no delivery")
 
 
+def _publish(session: ClassicSession) -> None:
+    """One message to the queue ``work``, unconfirmed."""
+    session.deliver(["work"], Message("", "work", Content.build(b"m"), ("work",)), None)
+
+
+def _delivered_to(session: ClassicSession) -> list[tuple[str, Any]]:
+    """Which consumer tag, on which queue process, each delivery that comes next is for."""
+    return [(d.consumer_tag, d.deliveries[0].msg_id[0]) for d in _deliveries(session)]
+
+
 def test_a_consume_that_reached_the_restarted_process_survives_the_old_ones_down(
         node: Node, backend: ClassicBackend) -> None:
     """The table still named the dead process when the channel consumed, the call was
@@ -123,10 +133,8 @@ def test_a_consume_that_reached_the_restarted_process_survives_the_old_ones_down
         assert actions is not None
         assert [a for a in actions if isinstance(a, ConsumerCancelled)] == [
             ConsumerCancelled("work", "old")]
-        session.deliver(["work"], Message("", "work", Content.build(b"m"), ("work",)), None)
-        delivered = _deliveries(session)
-        assert [(d.consumer_tag, d.deliveries[0].msg_id[0]) for d in delivered] == [
-            ("new", second.pid)]
+        _publish(session)
+        assert _delivered_to(session) == [("new", second.pid)]
 
 
 def test_a_tag_cancelled_and_reused_after_a_restart_survives_the_old_processs_down(
@@ -144,10 +152,8 @@ def test_a_tag_cancelled_and_reused_after_a_restart_survives_the_old_processs_do
         actions = session.handle_event(_late_down(first.pid))
         assert actions is not None
         assert not [a for a in actions if isinstance(a, ConsumerCancelled)]
-        session.deliver(["work"], Message("", "work", Content.build(b"m"), ("work",)), None)
-        delivered = _deliveries(session)
-        assert [(d.consumer_tag, d.deliveries[0].msg_id[0]) for d in delivered] == [
-            ("ctag", second.pid)]
+        _publish(session)
+        assert _delivered_to(session) == [("ctag", second.pid)]
 
 
 def test_a_delivery_to_a_consumer_the_channel_does_not_have_cancels_it_at_the_queue(
@@ -160,7 +166,7 @@ def test_a_delivery_to_a_consumer_the_channel_does_not_have_cancels_it_at_the_qu
         # the queue's own view: a consumer of this channel registered behind its back
         ghost = c.BasicConsume(actors.self(), "ghost", prefetch=10)
         assert gen_server.call(record.pid, ghost, 5000) == e.ConsumeOk("ghost")
-        session.deliver(["work"], Message("", "work", Content.build(b"m"), ("work",)), None)
+        _publish(session)
         for delivery in _deliveries(session):
             # what the channel does with a delivery to a tag it has no consumer for
             session.settle("work", "requeue", delivery.consumer_tag,
@@ -177,7 +183,7 @@ def test_a_get_that_reached_the_restarted_process_is_acked_there(
     with node.attached():
         session, first = _declare(backend)
         second = _restart(backend, first)
-        session.deliver(["work"], Message("", "work", Content.build(b"m"), ("work",)), None)
+        _publish(session)
         assert isinstance(backend.directory, LaggingDirectory)
         backend.directory.lag(first)
         got = session.get("work", ack_required=True, delivery_tag=1)
