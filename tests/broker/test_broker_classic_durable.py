@@ -40,6 +40,14 @@ def _restart(b: BrokerProc, cluster: list[BrokerProc]) -> None:
     wait_ready(b)
 
 
+def _one_persistent_message(ch: Any, queue: str, body: bytes) -> None:
+    """Declare `queue` a durable classic queue and publish `body` to it persistent,
+    confirmed, so that the node has it on disk."""
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "classic"})
+    ch.confirm_delivery()
+    ch.basic_publish("", queue, body, pika.BasicProperties(delivery_mode=2))
+
+
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "stop"])
 def test_confirmed_persistent_messages_survive_a_node_restart(tmp_path: Path,
                                                                how: signal.Signals) -> None:
@@ -83,9 +91,7 @@ def test_a_deleted_durable_queue_stays_deleted_after_a_restart(tmp_path: Path) -
         start_cluster([node])
         conn = connect(node)
         ch = conn.channel()
-        ch.queue_declare("gone", durable=True, arguments={"x-queue-type": "classic"})
-        ch.confirm_delivery()
-        ch.basic_publish("", "gone", b"x", pika.BasicProperties(delivery_mode=2))
+        _one_persistent_message(ch, "gone", b"x")
         ch.queue_delete("gone")
         ch.queue_declare("kept", durable=True, arguments={"x-queue-type": "classic"})
         _kill(node)
@@ -133,9 +139,7 @@ def test_a_durable_queue_deleted_while_its_node_was_down_does_not_come_back(
         start_cluster(nodes)
         conn = connect(home)
         ch = conn.channel()
-        ch.queue_declare("orphan", durable=True, arguments={"x-queue-type": "classic"})
-        ch.confirm_delivery()
-        ch.basic_publish("", "orphan", b"x", pika.BasicProperties(delivery_mode=2))
+        _one_persistent_message(ch, "orphan", b"x")
         _kill(home)
 
         conn = connect(other)
@@ -163,9 +167,7 @@ def test_an_operation_waiting_for_a_durable_queues_home_node_succeeds_once_it_is
         start_cluster(nodes)
         conn = connect(home)
         ch = conn.channel()
-        ch.queue_declare("awaited", durable=True, arguments={"x-queue-type": "classic"})
-        ch.confirm_delivery()
-        ch.basic_publish("", "awaited", b"kept", pika.BasicProperties(delivery_mode=2))
+        _one_persistent_message(ch, "awaited", b"kept")
         _kill(home)
 
         answer: list[Any] = []
