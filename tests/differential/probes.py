@@ -168,16 +168,23 @@ def requeue_positions(t: Target) -> Any:
         conn.close()
 
 
+def dead_letter_pair(ch: Any, prefix: str, kind: str, src_args: dict[str, Any],
+                     routing_key: str | None = None) -> None:
+    """Quorum queues `prefix`-src, dead-lettering to exchange `prefix`-x (of `kind`),
+    and `prefix`-target bound to that exchange with `routing_key`."""
+    ch.exchange_declare(f"{prefix}-x", kind, durable=True)
+    ch.queue_declare(f"{prefix}-target", durable=True, arguments=QQ)
+    ch.queue_bind(f"{prefix}-target", f"{prefix}-x", routing_key)
+    ch.queue_declare(f"{prefix}-src", durable=True, arguments={
+        **QQ, **src_args, "x-dead-letter-exchange": f"{prefix}-x"})
+
+
 def delivery_limit_dead_letter(t: Target) -> Any:
     """A message requeued past `x-delivery-limit` is dead-lettered: its headers."""
     conn = connect(t)
     try:
         ch = conn.channel()
-        ch.exchange_declare("dl-x", "fanout", durable=True)
-        ch.queue_declare("dl-target", durable=True, arguments=QQ)
-        ch.queue_bind("dl-target", "dl-x")
-        ch.queue_declare("dl-src", durable=True, arguments={
-            **QQ, "x-delivery-limit": 2, "x-dead-letter-exchange": "dl-x"})
+        dead_letter_pair(ch, "dl", "fanout", {"x-delivery-limit": 2})
         ch.confirm_delivery()
         ch.basic_publish("", "dl-src", b"limited",
                          pika.BasicProperties(headers={"app": "probe"}))
@@ -199,11 +206,7 @@ def ttl_and_expiry(t: Target) -> Any:
     conn = connect(t)
     try:
         ch = conn.channel()
-        ch.exchange_declare("ttl-x", "fanout", durable=True)
-        ch.queue_declare("ttl-target", durable=True, arguments=QQ)
-        ch.queue_bind("ttl-target", "ttl-x")
-        ch.queue_declare("ttl-src", durable=True, arguments={
-            **QQ, "x-message-ttl": 200, "x-dead-letter-exchange": "ttl-x"})
+        dead_letter_pair(ch, "ttl", "fanout", {"x-message-ttl": 200})
         ch.confirm_delivery()
         ch.basic_publish("", "ttl-src", b"short")
         ch.basic_publish("", "ttl-src", b"per-message",
@@ -426,11 +429,8 @@ def reject_to_dead_letter(t: Target) -> Any:
     conn = connect(t)
     try:
         ch = conn.channel()
-        ch.exchange_declare("rj-x", "direct", durable=True)
-        ch.queue_declare("rj-target", durable=True, arguments=QQ)
-        ch.queue_bind("rj-target", "rj-x", "dead")
-        ch.queue_declare("rj-src", durable=True, arguments={
-            **QQ, "x-dead-letter-exchange": "rj-x", "x-dead-letter-routing-key": "dead"})
+        dead_letter_pair(ch, "rj", "direct", {"x-dead-letter-routing-key": "dead"},
+                         routing_key="dead")
         ch.confirm_delivery()
         for body in (b"r1", b"r2"):
             ch.basic_publish("", "rj-src", body, pika.BasicProperties(
