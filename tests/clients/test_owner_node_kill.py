@@ -1,12 +1,13 @@
 """An exclusive queue is gone once its owner's node is killed, for every client library.
 
-A client connected to the second node declares an exclusive server-named queue
+A client connected to the third node declares an exclusive server-named queue
 (the queue lives there, beside its owner's connection); a client of the same
 library on the first node is refused it with 405 RESOURCE_LOCKED. Then the
-second node is killed with SIGKILL: nobody closes the owner's connection, the
+third node is killed with SIGKILL: nobody closes the owner's connection, the
 first node sees the node go down, and the queue is deleted there, so the
 other client's passive declare answers 404 NOT_FOUND. Each library gets a
-fresh two-node cluster, because its test kills one of them.
+fresh three-node cluster (its metadata store keeps a majority without the killed
+node), because its test kills one of them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from kombu import Connection, Queue
 from tests.broker.amqp_support import AsyncClient
 from tests.broker.broker_support import BrokerProc, eventually, running_cluster
 from tests.clients.conftest import url
+
+#: how long one call may take: while the killed node is not yet known to be down, a
+#: call to its queue is retried, as RabbitMQ 4.x retries it, before the answer comes
+CALL_S = 60
 
 
 class Client(Protocol):
@@ -69,7 +74,8 @@ class PikaSelect:
         ok: list[Any] = []
         channel.ch.queue_declare(queue, callback=lambda frame: ok.append(frame.method),
                                  **kwargs)
-        self.client.run_until(lambda: ok or channel.closed is not None, "queue.declare")
+        self.client.run_until(lambda: ok or channel.closed is not None, "queue.declare",
+                              timeout=CALL_S)
         return (ok[0] if ok else None), channel.closed
 
     def declare_exclusive(self) -> str:
@@ -93,7 +99,7 @@ class AioPika:
         self.conn = self.run(aio_pika.connect(url(node)))
 
     def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(asyncio.wait_for(coro, 15))
+        return self.loop.run_until_complete(asyncio.wait_for(coro, CALL_S))
 
     def declare_exclusive(self) -> str:
         async def declare() -> str:
@@ -150,15 +156,16 @@ CLIENTS: dict[str, Callable[[BrokerProc], Client]] = {
 
 
 @pytest.fixture
-def two_nodes(tmp_path: Path) -> Iterator[list[BrokerProc]]:
-    with running_cluster(tmp_path, count=2) as started:
+def three_nodes(tmp_path: Path) -> Iterator[list[BrokerProc]]:
+    """Three nodes, so the metadata store keeps its majority when one is killed."""
+    with running_cluster(tmp_path, count=3) as started:
         yield started
 
 
 @pytest.mark.parametrize("library", sorted(CLIENTS))
 def test_an_exclusive_queue_is_deleted_when_its_owners_node_is_killed(
-        library: str, two_nodes: list[BrokerProc]) -> None:
-    survivor, doomed = two_nodes
+        library: str, three_nodes: list[BrokerProc]) -> None:
+    survivor, _other, doomed = three_nodes
     opened: list[Client] = []
     try:
         owner = CLIENTS[library](doomed)
@@ -172,7 +179,7 @@ def test_an_exclusive_queue_is_deleted_when_its_owners_node_is_killed(
         assert doomed.proc is not None
         doomed.proc.send_signal(signal.SIGKILL)
         doomed.proc.wait(10)
-        assert eventually(lambda: watcher.passive_code(queue) == 404, timeout=30)
+        assert eventually(lambda: watcher.passive_code(queue) == 404, timeout=CALL_S)
     finally:
         for client in opened:
             client.close()
