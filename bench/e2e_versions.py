@@ -3,10 +3,10 @@
 ``python bench/e2e.py --rabbitmq-version 3.10,4.0,4.2,4.3`` (or the option repeated)
 starts, one after the other, a warren cluster whose nodes model each release
 (``rabbitmq_version``: the quorum queue's machine version and every behaviour tagged
-by release) and runs the same phases against it as ``bench/e2e.py`` does; then it
-fills one more queue on that cluster with ``--memory-messages`` persistent 16-byte
+by release); first it fills a queue with ``--memory-messages`` persistent 16-byte
 messages, nobody consuming, and reads each node's RSS growth per queued message as
-``bench/memory.py`` does (``0`` skips that; a release that refuses the queue, such
+``bench/memory.py`` does, then deletes that queue and runs the same phases as
+``bench/e2e.py`` does (``0`` skips that; a release that refuses the queue, such
 as 4.3 a transient classic one, gets ``memory_error`` instead). When a RabbitMQ server is installed
 (``--rabbitmq auto|yes|no`` as for one release), its three nodes are measured the
 same way after warren's clusters, as the reference.
@@ -89,11 +89,16 @@ def _memory(target: e2e.Target, count: int) -> dict[str, Any]:
 
 def _one(target_cm: AbstractContextManager[e2e.Target], phases: list[e2e.Phase],
          args: argparse.Namespace, root: Path) -> tuple[str, dict[str, Any]]:
-    """The target's label and its figures: every phase, then the memory fill."""
+    """The target's label and its figures: the memory fill first, while the nodes'
+    heaps hold only what starting took (after the phases, memory they freed would be
+    reused and the growth understated), its queue deleted, then every phase."""
     with target_cm as target:
+        target.queue_type = args.queue_type
+        mem = _memory(target, args.memory_messages)
+        if args.memory_messages > 0:
+            e2e.delete(target.publisher_url, memory.QUEUE)
         figures = e2e.figures(e2e.measure(target, phases, args, root))
-        figures.update(_memory(target, args.memory_messages))
-        return target.label, figures
+        return target.label, {**figures, **mem}
 
 
 def run_side_by_side(args: argparse.Namespace, versions: list[str], phases: list[e2e.Phase],
