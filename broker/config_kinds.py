@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from releases import UnknownRelease, UnmodelledRelease, lookup, modelled_series
 
-__all__ = ["Backend", "Bool", "CreditPair", "Int", "Kind", "Mismatch", "NodeName",
+__all__ = ["Backend", "Bool", "CreditPair", "FeaturePermits", "Int", "Kind", "Mismatch", "NodeName",
            "NodeNames", "Nullable", "Number", "OneOf", "OrInfinity", "RabbitRelease", "Table",
            "Text", "is_int"]
 
@@ -304,4 +304,22 @@ class Table(_FromText):
     def check(self, value: Any) -> dict[str, Any]:
         if isinstance(value, dict):
             return value
+        raise Mismatch(self.expected)
+
+
+@dataclass(frozen=True)
+class FeaturePermits(_FromText):
+    """Per deprecated feature, whether it is permitted whatever the release's default
+    (rabbitmq.conf's `deprecated_features.permit.<feature> = true|false`)."""
+
+    features: tuple[str, ...]
+
+    @property
+    def expected(self) -> str:
+        return f"a table of true or false keyed by {', '.join(self.features)}"
+
+    def check(self, value: Any) -> dict[str, bool]:
+        if isinstance(value, dict) and all(
+                k in self.features and isinstance(v, bool) for k, v in value.items()):
+            return dict(value)
         raise Mismatch(self.expected)

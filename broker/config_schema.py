@@ -23,6 +23,7 @@ from broker.config_kinds import (
     Backend,
     Bool,
     CreditPair,
+    FeaturePermits,
     Int,
     Kind,
     Mismatch,
@@ -40,6 +41,7 @@ from channel.protocol.assembler import MAX_MSG_SIZE
 from channel.protocol.framing import FRAME_MIN_SIZE
 from channel.queue_types.queue_type import QUEUE_TYPES
 from fifo.machine import SUPPORTED_VERSIONS
+from releases import RELEASES
 
 __all__ = ["AMQP_KEYS", "NODE_KEYS", "RA_KEYS", "ConfigError", "Section", "check_ra_keys",
            "validate"]
@@ -75,6 +77,8 @@ AMQP_KEYS: dict[str, Kind] = {
     "permit_global_qos": Bool(),
     "cluster_name": Text(),
     "server_properties": Table(),
+    "deprecated_features_permit": FeaturePermits(tuple(sorted(
+        {feature for release in RELEASES.values() for feature in release.deprecated_features}))),
     "connection_max": OrInfinity(Int(0)),
     "channel_max_per_node": OrInfinity(Int(1)),
     "cluster_queue_limit": OrInfinity(Int(1)),

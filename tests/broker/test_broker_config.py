@@ -19,6 +19,8 @@ from broker.config import ConfigError, NodeConfig, load
 from broker.config_schema import AMQP_KEYS, NODE_KEYS, RA_KEYS, check_ra_keys
 from broker.node import ra_system_config
 from channel.connection.config import Config
+from fifo.machine import SUPPORTED_VERSIONS
+from releases import lookup
 
 NAME = "a@127.0.0.1:25672"
 
@@ -73,6 +75,12 @@ def test_a_mistyped_frame_max_is_named_with_its_value_and_range(tmp_path: Path) 
     ("permit_global_qos", 1, "true or false"),
     ("cluster_name", "", "a non-empty string"),
     ("server_properties", [1], "a table"),
+    ("deprecated_features_permit", {"transient_nonexcl_queues": "yes"},
+     "a table of true or false keyed by global_qos, queue_master_locator, "
+     "transient_nonexcl_queues"),
+    ("deprecated_features_permit", {"classic_mirrored_queues": True},
+     "a table of true or false keyed by global_qos, queue_master_locator, "
+     "transient_nonexcl_queues"),
     ("credit_flow_default_credit", [200, 400],
      "a pair [initial, more_after] of integers of at least 0, more_after at most initial"),
     ("credit_flow_default_credit", 400,
@@ -105,6 +113,14 @@ def test_good_amqp_values_are_taken_as_given_or_as_upstream_spells_them(
                     "max_message_size": 536870912, "connection_max": None,
                     "consumer_timeout": None, "credit_flow_default_credit": (400, 200)}
     assert Config(**amqp).credit_flow_default_credit == (400, 200)
+
+
+def test_a_node_can_permit_a_deprecated_feature_its_release_denies(tmp_path: Path) -> None:
+    amqp = load_json(tmp_path, rabbitmq_version="4.3", amqp={
+        "deprecated_features_permit": {"transient_nonexcl_queues": True}}).amqp
+    config = Config(**amqp, release=lookup("4.3", SUPPORTED_VERSIONS))
+    assert config.permits("transient_nonexcl_queues")
+    assert not config.permits("queue_master_locator")
 
 
 def test_every_amqp_setting_of_a_connection_is_declared_once() -> None:
