@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.broker.broker_support import eventually
 from transports.zmq_node import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -211,6 +212,10 @@ def test_what_an_example_started_in_a_session_of_its_own_is_killed(tmp_path: Pat
     escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
                                 str(tmp_path)], start_new_session=True)
     try:
+        # the process is looked for by its command line: wait until /proc shows it
+        cmdline = Path(f"/proc/{escaped.pid}/cmdline")
+        assert eventually(lambda: str(tmp_path).encode() in cmdline.read_bytes()), (
+            f"the escaped process never showed its command line (exit {escaped.poll()})")
         assert escaped.pid in kill_leftovers(tmp_path)
         assert escaped.wait(timeout=30) == -signal.SIGKILL
     finally:
