@@ -31,6 +31,7 @@ def quorum(broker: BrokerNode) -> Any:
     from channel.queue_types.classic.classic_dead_letter import ClassicDeadLetter
     from channel.queue_types.classic.classic_queue import ClassicBackend
     from channel.queue_types.quorum.quorum_queue import QuorumBackend
+    from releases import permitted
 
     classic = ClassicBackend(broker.node, on_deleted=broker.topology.remove_queue,
                              directory=broker.classic_directory,
@@ -45,4 +46,6 @@ def quorum(broker: BrokerNode) -> Any:
                             net_ticktime=int(broker.config.net_ticktime))
     backend.vhost_default_queue_type = lambda vhost: vhost_metadata(
         broker.view.state, vhost).get("default_queue_type")
+    overrides = dict(broker.config.amqp.get("deprecated_features_permit") or {})
+    backend.permits = lambda feature: permitted(broker.release, feature, overrides)
     return backend

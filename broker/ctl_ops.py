@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import actors
@@ -19,6 +20,7 @@ from broker.ctl_queues import classic_queue_rows, select_columns
 from broker.formation import ping
 from broker.metadata import CLUSTER_NAME, classic_queues, effective_policy
 from broker.node import DLX_SUP, RA_SYSTEM
+from broker.policy_keys import MasterLocator
 from broker.queue_config import machine_config
 from broker.running import broker_of
 from channel.access.auth import User
@@ -29,12 +31,15 @@ from channel.queue_types.queue_registry import QueueRecord
 from fifo import ra_glue
 from ra import api, directory
 from ra.disk_store import DiskStore
+from releases import WHEN_PERMITTED
 from supervision import supervisor
 
 __all__ = ["EX_UNAVAILABLE", "INFO_TIMEOUT", "CtlError"]
 
 #: the WAL answers calls after its current batch, which a disk delay makes slow
 WAL_CALL_TIMEOUT = 25_000
+
+log = logging.getLogger("warren.broker")
 
 
 def _record(vhost: str, name: str) -> QueueRecord:
@@ -268,14 +273,28 @@ def rebalance() -> list[dict[str, Any]]:
 # ----------------------------------------------------------------- policies
 
 
+def _master_locator() -> MasterLocator:
+    """How this node takes `queue-master-locator`: as 3.10 did, or as the deprecated
+    `queue_master_locator` feature, permitted or denied by its release and config."""
+    broker = broker_of()
+    if not broker.release.deprecated_features:
+        return "unversioned"
+    return "permitted" if broker.ctx.config.permits("queue_master_locator") else "denied"
+
+
 def set_policy(vhost: str, name: str, pattern: str, definition: dict[str, Any],
                priority: int = 0, apply_to: str = "all") -> str:
     _vhost_known(vhost)
+    locator = _master_locator()
     try:
         p = pol.validate(vhost, name, pattern, definition, priority, apply_to,
-                         broker_of().release.quorum_queue_arguments)
+                         broker_of().release.quorum_queue_arguments, locator)
     except pol.PolicyError as exc:
         raise CtlError(str(exc))
+    if locator == "permitted" and isinstance(definition, dict) \
+            and "queue-master-locator" in definition:
+        log.warning("Deprecated features: `queue_master_locator`: %s",
+                    WHEN_PERMITTED["queue_master_locator"])
     broker_of().metadata.command(("set_policy", p))
     return "ok"
 

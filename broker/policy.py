@@ -72,19 +72,20 @@ def _is_int(v: Any) -> bool:
 
 def validate(vhost: str, name: str, pattern: str, definition: Mapping[str, Any],
              priority: Any = 0, apply_to: str = "all",
-             queue_arguments: Collection[str] = ()) -> Policy:
+             queue_arguments: Collection[str] = (),
+             master_locator: policy_keys.MasterLocator = "permitted") -> Policy:
     """A checked `Policy`, or `PolicyError` with rabbitmqctl's message.
 
     As `rabbit_policy` validates a policy: every field is checked and every
     failure listed, the definition's first, then `apply-to`, the pattern and the
     priority; the definition key by key (`broker.policy_keys`), knowing the keys of
-    the node release's `queue_arguments`.
+    the node release's `queue_arguments` and how it takes `queue-master-locator`.
     """
     errors: list[str] = []
     if not isinstance(definition, Mapping) or not definition:
         errors.append("no policy provided")
     else:
-        error = policy_keys.definition_errors(definition, queue_arguments)
+        error = policy_keys.definition_errors(definition, queue_arguments, master_locator)
         if error is not None:
             errors.append(error)
     if apply_to not in APPLY_TO:

@@ -15,17 +15,28 @@ others (classic-queue, stream and exchange settings) are validated and kept,
 as RabbitMQ keeps them for queues they do not apply to. RabbitMQ 4.3 adds
 `consumer-disconnected-timeout` and the `delayed-retry-*` keys (whose type needs
 a minimum, and whose maximum may not be below the minimum).
+
+`queue-master-locator` is checked by a validator of its own that differs by
+release: 3.10's (`rabbit_queue_location_validator`) takes the three locators it
+has modules for; from 4.0 `rabbit_classic_queue` takes any leader locator while
+the deprecated `queue_master_locator` feature is permitted (the default up to
+4.2), and refuses the key altogether while it is denied (the default in 4.3).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from channel.errors import json_term
 
-__all__ = ["KNOWN_KEYS", "definition_errors"]
+__all__ = ["KNOWN_KEYS", "MasterLocator", "definition_errors"]
+
+#: how the node's release treats `queue-master-locator`: "unversioned" (3.10, before
+#: the deprecated-feature mechanism), "permitted" or "denied" (4.x, the deprecated
+#: `queue_master_locator` feature permitted or not on this node)
+MasterLocator = Literal["unversioned", "permitted", "denied"]
 
 MAX_STREAM_MAX_SEGMENT_SIZE = 3_000_000_000
 _MAX_AGE = re.compile(r"([0-9]*)(.*)", re.DOTALL)
@@ -109,8 +120,27 @@ _RELEASE_QUORUM: dict[str, tuple[Accepts, str]] = {
 }
 _VALIDATORS = (_POLICIES, _QUORUM)
 
-KNOWN_KEYS = frozenset(k for keys in _VALIDATORS for k in keys)
+KNOWN_KEYS = frozenset(k for keys in _VALIDATORS for k in keys) | {"queue-master-locator"}
 """Every key a policy definition may hold in every release."""
+
+#: 3.10's `queue_master_locator` modules
+_LOCATORS_3_10 = ("min-masters", "client-local", "random")
+#: `rabbit_queue_location:queue_leader_locators()` (4.x)
+_LEADER_LOCATORS = ("client-local", "balanced", "random", "least-leaders", "min-masters")
+
+
+def _master_locator_error(definition: Mapping[str, Any], how: MasterLocator) -> str | None:
+    """The `queue-master-locator` validator of the node's release, on its one key."""
+    if "queue-master-locator" not in definition:
+        return None
+    value = definition["queue-master-locator"]
+    if how == "unversioned":
+        return None if _one_of(*_LOCATORS_3_10)(value) else \
+            f"{json_term(value)} invalid queue-master-locator value"
+    if how == "denied":
+        return "use of deprecated queue-master-locator argument is not permitted"
+    return None if _one_of(*_LEADER_LOCATORS)(value) else \
+        f"{json_term(value)} is not a valid master locator"
 
 
 def _release_keys(keys: dict[str, tuple[Accepts, str]],
@@ -131,12 +161,14 @@ def _delayed_retry_constraints(definition: Mapping[str, Any]) -> str | None:
 
 
 def definition_errors(definition: Mapping[str, Any],
-                      queue_arguments: Collection[str] = ()) -> str | None:
+                      queue_arguments: Collection[str] = (),
+                      master_locator: MasterLocator = "permitted") -> str | None:
     """Why RabbitMQ refuses this (non-empty) definition, or None when it accepts it.
 
     `queue_arguments` are the quorum-queue arguments of the node's release: the policy
     keys of the arguments 4.3 added (`consumer-disconnected-timeout`, `delayed-retry-*`)
-    are known only where they are listed.
+    are known only where they are listed. `master_locator` says how the node takes
+    `queue-master-locator`, whose validator runs after the others.
     """
     policies = {**_POLICIES, **_release_keys(_RELEASE_POLICIES, queue_arguments)}
     quorum = {**_QUORUM, **_release_keys(_RELEASE_QUORUM, queue_arguments)}
@@ -149,6 +181,9 @@ def definition_errors(definition: Mapping[str, Any],
         error = _delayed_retry_constraints(definition)
         if error is not None:
             return error
+    error = _master_locator_error(definition, master_locator)
+    if error is not None:
+        return error
     known = KNOWN_KEYS | policies.keys() | quorum.keys()
     unknown = sorted((k, v) for k, v in definition.items() if k not in known)
     if unknown:

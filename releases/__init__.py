@@ -7,7 +7,7 @@ from a constant of its own. The package imports nothing of warren's, so every
 layer (fifo, channel, the classic queue type, broker) can ask it.
 """
 
-from releases.deprecations import when_denied
+from releases.deprecations import WHEN_PERMITTED, permitted, when_denied
 from releases.table import (
     CAPABILITIES,
     DEFAULT_SERIES,
@@ -24,11 +24,13 @@ __all__ = [
     "CAPABILITIES",
     "DEFAULT_SERIES",
     "RELEASES",
+    "WHEN_PERMITTED",
     "Release",
     "ServerIdentity",
     "UnknownRelease",
     "UnmodelledRelease",
     "lookup",
     "modelled_series",
+    "permitted",
     "when_denied",
 ]

@@ -9,9 +9,30 @@ default (4.3) another. The texts are RabbitMQ's, newlines included. Pure.
 
 from __future__ import annotations
 
-from releases.table import Phase
+from collections.abc import Mapping
 
-__all__ = ["when_denied"]
+from releases.table import Phase, Release
+
+__all__ = ["WHEN_PERMITTED", "permitted", "when_denied"]
+
+#: `when_permitted` texts of the features that have their own: what the node logs
+#: (as a warning) when a deprecated feature is used while it is permitted
+WHEN_PERMITTED: Mapping[str, str] = {
+    "queue_master_locator": "queue-master-locator is deprecated. queue-leader-locator "
+                            "should be used instead (allowed values are 'client-local' "
+                            "and 'balanced')",
+}
+
+
+def permitted(release: Release, feature: str, overrides: Mapping[str, bool]) -> bool:
+    """`rabbit_deprecated_features:is_permitted/1`: the node's configuration
+    (`deprecated_features.permit.<feature>`, here `overrides`) wins over the
+    release's default phase. A release without the mechanism (3.10) permits all."""
+    if not release.deprecated_features:
+        return True
+    if feature in overrides:
+        return overrides[feature]
+    return release.permits(feature)
 
 
 def when_denied(feature: str, phase: Phase) -> str:

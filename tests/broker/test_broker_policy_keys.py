@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from broker import policy
+from broker import policy, policy_keys
 from broker.policy_keys import KNOWN_KEYS
 from releases import RELEASES
 
@@ -32,6 +32,7 @@ VALID: dict[str, Any] = {
     "stream-max-segment-size-bytes": 3_000_000_000,
     "stream-filter-size-bytes": 16,
     "target-group-size": 3,
+    "queue-master-locator": "client-local",
 }
 
 
@@ -156,3 +157,27 @@ def test_4_3_refuses_bad_delayed_retry_policies_with_rabbitmq_text(definition: A
 def test_a_disabled_delayed_retry_needs_no_minimum() -> None:
     p = policy.validate("/", "p", ".*", {"delayed-retry-type": "disabled"}, 0, "queues", R43)
     assert dict(p.definition) == {"delayed-retry-type": "disabled"}
+
+
+@pytest.mark.parametrize(("how", "value", "text"), [
+    # 3.10: the three locators it has modules for
+    ("unversioned", "min-masters", None),
+    ("unversioned", "balanced", '<<"balanced">> invalid queue-master-locator value'),
+    # 4.x, the deprecated feature permitted: any leader locator
+    ("permitted", "balanced", None),
+    ("permitted", "min-masters", None),
+    ("permitted", "nearest", '<<"nearest">> is not a valid master locator'),
+    # denied (4.3's default): whatever the value
+    ("denied", "client-local",
+     "use of deprecated queue-master-locator argument is not permitted"),
+])
+def test_queue_master_locator_is_taken_as_the_node_release_takes_it(
+        how: policy_keys.MasterLocator, value: str, text: str | None) -> None:
+    definition = {"queue-master-locator": value}
+    if text is None:
+        assert dict(policy.validate("/", "p", ".*", definition, 0, "all", (),
+                                    how).definition) == definition
+    else:
+        with pytest.raises(policy.PolicyError) as info:
+            policy.validate("/", "p", ".*", definition, 0, "all", (), how)
+        assert str(info.value) == f"Validation failed\n\n{text}"

@@ -97,6 +97,9 @@ class QuorumBackend:
         #: leaders being written to the registry, by (vhost, queue)
         self._recording: dict[tuple[str, str], Any] = {}
         self._queue_limits: QueueLimits | None = None
+        #: whether a deprecated feature may be used on this node: its release's default
+        #: unless the node's config (`amqp.deprecated_features_permit`) says otherwise
+        self.permits: Callable[[str], bool] = registry.release.permits
 
     @property
     def queue_limits(self) -> QueueLimits | None:
@@ -300,11 +303,13 @@ class QuorumSession:
     def _check_master_locator(self, args: Mapping[str, Any]) -> None:
         """`rabbit_classic_queue:validate_arguments`: where the release denies the
         deprecated `queue_master_locator` (4.3), `x-queue-master-locator` on a classic
-        declare (new or existing queue) is a 541 with RabbitMQ's deprecation warning."""
+        declare (new or existing queue) is a 541 with RabbitMQ's deprecation warning,
+        unless the node's config permits the feature."""
         release = self.b.registry.release
-        if "x-queue-master-locator" in args and not release.permits("queue_master_locator"):
+        if "x-queue-master-locator" in args and not self.b.permits("queue_master_locator"):
             raise AmqpError("INTERNAL_ERROR", when_denied(
-                "queue_master_locator", release.deprecated_features["queue_master_locator"]))
+                "queue_master_locator", release.deprecated_features.get(
+                    "queue_master_locator", "permitted_by_default")))
 
     def _declare_classic(self, name: str, durable: bool, exclusive: bool, auto_delete: bool,
                          args: dict[str, Any]) -> DeclareOk:
