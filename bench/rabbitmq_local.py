@@ -116,8 +116,7 @@ class RabbitCluster:
             "log.console = false\nlog.file.level = warning\n")
         (node.base / "enabled_plugins").write_text("[].\n")
         (node.base / "rabbitmq-env.conf").write_text("")
-        ra = ", ".join(f"{{{k}, {_erlang(v)}}}" for k, v in sorted(self.ra.items()))
-        (node.base / "advanced.config").write_text(f"[{{ra, [{ra}]}}].\n")
+        (node.base / "advanced.config").write_text(advanced_config(self.ra) + "\n")
 
     def ctl(self, node: RabbitNode, *args: str, timeout_s: float = 60.0) -> str:
         out = subprocess.run([str(self.sbin / "rabbitmqctl"), "-n", node.name, *args],
@@ -209,6 +208,12 @@ class RabbitCluster:
         return out.returncode == 0
 
 
+def advanced_config(ra: dict[str, Any]) -> str:
+    """An ``advanced.config`` that sets Ra's application env to `ra`."""
+    terms = ", ".join(f"{{{k}, {_erlang(v)}}}" for k, v in sorted(ra.items()))
+    return f"[{{ra, [{terms}]}}]."
+
+
 def _erlang(value: Any) -> str:
     """A Ra setting as an Erlang term: booleans and names are atoms, numbers numbers."""
     if isinstance(value, bool):
@@ -218,6 +223,18 @@ def _erlang(value: Any) -> str:
     if isinstance(value, str) and value.isidentifier():
         return value
     raise ValueError(f"cannot write {value!r} as an Erlang term")
+
+
+def installed_version() -> str | None:
+    """The installed package's upstream version (``3.10.8``), without starting a node;
+    None where dpkg does not know it."""
+    try:
+        done = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "rabbitmq-server"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = done.stdout.strip().split(":")[-1].split("-")[0]
+    return version if done.returncode == 0 and version else None
 
 
 def available() -> bool:

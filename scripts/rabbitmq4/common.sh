@@ -12,6 +12,7 @@
 : "${WARREN_RMQ4_DIST_PORT0:=25880}"                 # node N's Erlang distribution: DIST_PORT0+N
 : "${WARREN_RMQ4_EPMD_PORT:=4398}"                   # a private epmd, never the system's 4369
 : "${WARREN_RMQ4_COOKIE:=warren-differential-rabbitmq4}"
+: "${WARREN_RMQ4_ADVANCED_CONFIG:=[].}"              # every node's advanced.config (Erlang terms)
 
 rmq4_host_data="$WARREN_RMQ4_ROOT$WARREN_RMQ4_DATA"
 IFS=, read -r -a rmq4_ports <<< "$WARREN_RMQ4_AMQP_PORTS"

@@ -30,7 +30,7 @@ for n in $(seq 1 "$count"); do
     "disk_free_limit.absolute = 100MB" "vm_memory_high_watermark.relative = 0.4" \
     > "$dir/rabbitmq.conf"
   echo '[].' > "$dir/enabled_plugins"
-  echo '[].' > "$dir/advanced.config"
+  printf '%s\n' "$WARREN_RMQ4_ADVANCED_CONFIG" > "$dir/advanced.config"
   # A session of its own (stop.sh ends what is left of it by its group), its
   # output in a file and its input from /dev/null: the node outlives this script
   # and must not hold its caller's terminal or pipes open.
