@@ -34,8 +34,10 @@ type; the ratios are warren's figures over theirs (``--rabbitmq no`` skips it,
 instead of warren (publisher on the first URL, consumer on the second).
 
 ``--rabbitmq-version V`` (repeatable or comma separated) measures warren modelling
-each release side by side, memory per queued message included, beside RabbitMQ; the
-last line is then keyed by release (``bench/e2e_versions.py``).
+each release side by side, memory per queued message included, each beside the real
+RabbitMQ of its release where this machine runs one (3.10.8 installed, 4.0.5 in a
+chroot) or the nearest; the last line is then keyed by release
+(``bench/e2e_versions.py``).
 
 ``--profile`` adds a phase (16 bytes, window 256, not counted) with ``py-spy record``
 on the queue's node (leader or home) and the publisher (``py-spy`` on ``PATH`` or

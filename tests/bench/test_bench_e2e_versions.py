@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.e2e_versions import parse_versions, table
+from bench.e2e import rabbit_target
+from bench.e2e_versions import (
+    Reference,
+    parse_versions,
+    plan,
+    rabbit4_target,
+    ratios,
+    reference_for,
+    table,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 E2E = ROOT / "bench" / "e2e.py"
@@ -24,6 +33,38 @@ def test_releases_are_given_repeated_or_comma_separated_each_once() -> None:
 def test_a_release_warren_does_not_model_is_refused(value: str) -> None:
     with pytest.raises(ValueError):
         parse_versions([value])
+
+
+RABBITMQ_3_10 = Reference("3.10", "3.10.8", rabbit_target)
+RABBITMQ_4_0 = Reference("4.0", "4.0.5", rabbit4_target)
+
+
+@pytest.mark.parametrize(("release", "real"), [
+    ("3.10", RABBITMQ_3_10), ("4.0", RABBITMQ_4_0), ("4.2", RABBITMQ_4_0),
+    ("4.3", RABBITMQ_4_0)])
+def test_each_release_is_measured_beside_its_own_real_release_or_the_nearest(
+        release: str, real: Reference) -> None:
+    assert reference_for(release, [RABBITMQ_3_10, RABBITMQ_4_0]) == real
+
+
+def test_without_a_real_4_x_every_release_is_measured_beside_the_real_3_10() -> None:
+    assert reference_for("4.3", [RABBITMQ_3_10]) == RABBITMQ_3_10
+    assert reference_for("4.3", []) is None
+
+
+def test_each_real_release_runs_right_after_the_releases_measured_beside_it() -> None:
+    assert plan(["4.3", "3.10", "4.0"], [RABBITMQ_3_10, RABBITMQ_4_0]) == [
+        (["4.3", "4.0"], RABBITMQ_4_0), (["3.10"], RABBITMQ_3_10)]
+    assert plan(["3.10", "4.2"], []) == [(["3.10", "4.2"], None)]
+
+
+def test_ratios_are_warrens_figures_over_the_references_memory_included() -> None:
+    ours = {"msgs_s_16b": 500.0, "confirm_p50_ms_w1": 3.0, "bytes_per_msg_leader": 900.0,
+            "msgs_s_1k": 100.0}
+    ref = {"msgs_s_16b": 1000.0, "confirm_p50_ms_w1": 1.5, "bytes_per_msg_leader": 1200.0,
+           "msgs_s_1k": 0.0}
+    assert ratios(ours, ref) == {"ratio_msgs_s_16b": 0.5, "ratio_confirm_p50_ms_w1": 2.0,
+                                 "ratio_bytes_per_msg_leader": 0.75}
 
 
 def test_the_table_has_a_column_per_release_and_a_line_per_figure() -> None:
@@ -77,3 +118,25 @@ def test_a_release_that_refuses_the_memory_queue_keeps_its_phase_figures(
     figures = json.loads(done.stdout.strip().splitlines()[-1])["4.3"]
     assert figures["msgs_s_w1"] > 0
     assert "transient_nonexcl_queues" in figures["memory_error"]
+
+
+def test_4_0_measured_beside_a_real_rabbitmq_4_0_5(tmp_path: Path) -> None:
+    """One warren node modelling 4.0 and one RabbitMQ 4.0.5 node from the Debian 13
+    chroot, each through the window-1 phase and a small memory fill: the reference's
+    figures under its own key, the release's ratios to it under the release's."""
+    done = subprocess.run(
+        [sys.executable, str(E2E), "--rabbitmq-version", "4.0", "--nodes", "1",
+         "--phases", "w1", "--seconds", "1", "--warmup", "0.5",
+         "--memory-messages", "500", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=400, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    last = json.loads(done.stdout.strip().splitlines()[-1])
+    assert list(last) == ["4.0", "rabbitmq-4.0.5"]
+    assert last["rabbitmq-4.0.5"]["msgs_s_w1"] > 0
+    assert last["rabbitmq-4.0.5"]["messages"] == 500
+    assert "bytes_per_msg_leader" in last["rabbitmq-4.0.5"]
+    ours = last["4.0"]
+    assert ours["reference"] == "rabbitmq-4.0.5" and ours["reference_same_release"]
+    assert ours["ratio_confirm_p50_ms_w1"] > 0
+    assert "--- warren modelling RabbitMQ 4.0 (beside RabbitMQ 4.0.5)" in done.stdout
+    assert list(tmp_path.iterdir()) == []
