@@ -1,5 +1,8 @@
 """Run the integration suites that pika, aio-pika, py-amqp and kombu ship, unchanged,
-against a fresh warren node and (``--broker rabbitmq``) a private RabbitMQ node.
+against a fresh warren node and (``--broker rabbitmq``) a private node of the
+installed RabbitMQ (3.10.8) or (``--broker rabbitmq4``) of RabbitMQ 4.0.5 from the
+Debian 13 chroot (`bench/rabbitmq4.py`, root only). ``--rabbitmq-version V`` makes
+warren's node model release V, to match the reference's release.
 
 Why: those suites are what the libraries' own CI runs against a real RabbitMQ, so
 their pass count is a plain measure of how far client code runs on warren unchanged.
@@ -16,6 +19,7 @@ whatever else the machine runs. aio-pika's suite asks Docker for its brokers; a 
 of Docker's API (`bench/docker_stub.py`) answers it with nodes started here.
 
     python bench/client_suites.py [--broker warren --broker rabbitmq] [--suite pika ...]
+        [--rabbitmq-version 3.10] [--work DIR]
 
 It prints one line per suite and broker (passed, failed, errors, skipped) and, as
 its last line, one JSON object with the same figures and the failing test ids.
@@ -38,13 +42,15 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import docker_stub  # noqa: E402
+from bench import docker_stub, rabbitmq4  # noqa: E402
 from harness import procs  # noqa: E402
+from releases import DEFAULT_SERIES, RELEASES  # noqa: E402
 from transports.zmq_node import free_port, port_free  # noqa: E402
 
 AMQP_PORT = 5672
@@ -132,9 +138,11 @@ class WarrenNode:
     """One `warren node start` on 127.0.0.1; `stop_app`/`start_app` stop and start it
     again on the same ports and data directory."""
 
-    def __init__(self, base: Path, amqp_port: int) -> None:
+    def __init__(self, base: Path, amqp_port: int, release: str | None = None) -> None:
         self.base = base
         self.amqp_port = amqp_port
+        #: the RabbitMQ release the node models (``rabbitmq_version``), None: its default
+        self.release = release
         self.name = f"suites@127.0.0.1:{free_port()}"
         self.cookie = secrets.token_hex(16)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -146,7 +154,8 @@ class WarrenNode:
         self.proc = procs.spawn(
             [sys.executable, "-m", "warren_cli", "node", "start", "--name", self.name,
              "--peers", self.name, "--backend", "quorum", "--amqp-port", str(self.amqp_port),
-             "--data-dir", str(data), "--management-port", "0", "--prometheus-port", "0"],
+             "--data-dir", str(data), "--management-port", "0", "--prometheus-port", "0",
+             *(["--rabbitmq-version", self.release] if self.release else [])],
             self.base / "node.log", env, cwd=ROOT)
         deadline = time.monotonic() + 120
         while not (data / "ready").exists():
@@ -195,13 +204,44 @@ class RabbitNode:
         self.cluster.stop()
 
 
-BrokerFactory = Callable[[Path, int], "WarrenNode | RabbitNode"]
-BROKERS: dict[str, BrokerFactory] = {"warren": WarrenNode, "rabbitmq": RabbitNode}
+class RabbitMQ4Node:
+    """One private RabbitMQ 4.0.5 node from the Debian 13 chroot (bench/rabbitmq4.py)
+    on 127.0.0.1: it runs in this process's network namespace, the private one too."""
+
+    def __init__(self, base: Path, amqp_port: int) -> None:
+        self.amqp_port = amqp_port
+        self.cluster: rabbitmq4.RabbitMQ4Cluster | None = None
+
+    def start(self) -> RabbitMQ4Node:
+        self.cluster = rabbitmq4.start(1, [self.amqp_port])
+        return self
+
+    def ctl(self, command: str) -> int:
+        if self.cluster is None:
+            return 69
+        return self.cluster.ctl(0, command).returncode
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            rabbitmq4.stop(self.cluster)
+            self.cluster = None
+
+
+Broker = WarrenNode | RabbitNode | RabbitMQ4Node
+BrokerFactory = Callable[[Path, int], Broker]
+#: the brokers a suite can run against
+BROKERS = ("warren", "rabbitmq", "rabbitmq4")
+
+
+def factories(release: str | None) -> dict[str, BrokerFactory]:
+    """How each broker of `BROKERS` is started; warren's nodes model `release`."""
+    return {"warren": partial(WarrenNode, release=release), "rabbitmq": RabbitNode,
+            "rabbitmq4": RabbitMQ4Node}
 
 
 @contextmanager
-def broker(kind: str, base: Path, port: int) -> Iterator[WarrenNode | RabbitNode]:
-    node = BROKERS[kind](base, port)
+def broker(factory: BrokerFactory, base: Path, port: int) -> Iterator[Broker]:
+    node = factory(base, port)
     try:
         yield node.start()
     finally:
@@ -249,7 +289,8 @@ def parse_junit(path: Path, suite: str, kind: str) -> Result:
     return result
 
 
-def run_suite(suite: Suite, src: Path, python: Path, kind: str, work: Path) -> Result:
+def run_suite(suite: Suite, src: Path, python: Path, kind: str, factory: BrokerFactory,
+              work: Path) -> Result:
     base = Path(tempfile.mkdtemp(prefix=f"{kind}-{suite.name}-", dir=work))
     junit = base / "junit.xml"
     env = dict(os.environ, RABBITMQ_HOST="127.0.0.1", RABBITMQ_5672_TCP=str(AMQP_PORT),
@@ -259,13 +300,13 @@ def run_suite(suite: Suite, src: Path, python: Path, kind: str, work: Path) -> R
         if suite.name == "aio-pika":
             counter = iter(range(1, 1000))
 
-            def container() -> WarrenNode | RabbitNode:
-                return BROKERS[kind](base / f"container{next(counter)}", free_port()).start()
+            def container() -> Broker:
+                return factory(base / f"container{next(counter)}", free_port()).start()
             stub = stack.enter_context(
                 docker_stub.DockerStub(docker_stub.socket_in(base), container))
             env["DOCKER_HOST"] = stub.docker_host
         else:
-            stack.enter_context(broker(kind, base / "broker", AMQP_PORT))
+            stack.enter_context(broker(factory, base / "broker", AMQP_PORT))
         with open(base / "pytest.log", "wb") as log:
             subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider",
                             f"--timeout={PER_TEST_TIMEOUT_S}", f"--junitxml={junit}",
@@ -292,9 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", action="append", choices=[s.name for s in SUITES],
                         help="run only these suites (default: all four)")
-    parser.add_argument("--broker", action="append", choices=sorted(BROKERS),
+    parser.add_argument("--broker", action="append", choices=BROKERS,
                         help="run against these brokers (default: warren); rabbitmq is a "
-                             "private RabbitMQ node of the installed rabbitmq-server")
+                             "private RabbitMQ node of the installed rabbitmq-server, "
+                             "rabbitmq4 one of RabbitMQ 4.0.5 in a Debian 13 chroot (root)")
+    parser.add_argument("--rabbitmq-version", choices=list(RELEASES), default=None,
+                        metavar="V", help="the RabbitMQ release warren's node models "
+                        f"(rabbitmq_version: {', '.join(RELEASES)}; default: the node's)")
     parser.add_argument("--work", type=Path, help="keep sources, venv and logs here")
     parser.add_argument("--no-netns", action="store_true",
                         help="run in this network namespace (127.0.0.1:5672 must be free)")
@@ -313,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         if not port_free(AMQP_PORT):
             print(f"127.0.0.1:{AMQP_PORT} is taken; pika's suite needs it", file=sys.stderr)
             return 69
-        results = [run_suite(s, sources[s.name], python, kind, work)
+        made = factories(args.rabbitmq_version)
+        results = [run_suite(s, sources[s.name], python, kind, made[kind], work)
                    for kind in kinds for s in chosen]
     finally:
         if args.work is None:
@@ -326,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         runs = [r for r in results if r.broker == kind]
         print(f"{kind}: {sum(r.passed for r in runs)} of {sum(r.total for r in runs)} passed")
+    summary["warren_rabbitmq_version"] = {"release": args.rabbitmq_version or DEFAULT_SERIES}
     print(json.dumps(summary, sort_keys=True))
     return 0
 
