@@ -101,6 +101,7 @@ RA_KEYS: dict[str, Kind] = {
     "default_max_append_entries_rpc_batch_size": Int(1),
     "low_priority_commands_flush_size": Int(1),
     "machine_upgrade_strategy": OneOf(("all", "quorum")),
+    "min_recovery_checkpoint_interval": Int(0),
 }
 
 NODE_KEYS: dict[str, Kind | Section] = {

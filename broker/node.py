@@ -57,7 +57,7 @@ from ra import api
 from ra import system as ra_system
 from ra.durable import make_dirs, open_private
 from ra.system import disk_system_config, registered_servers_local
-from releases import lookup
+from releases import RELEASES, lookup
 from supervision import supervisor
 
 __all__ = ["BrokerNode", "BrokerStartError"]
@@ -77,12 +77,15 @@ RA_DEFAULTS: dict[str, Any] = {"wal_max_entries": 16384}
 def ra_system_config(config: NodeConfig) -> dict[str, Any]:
     """The Ra system config: durable in ``<data-dir>/ra`` when the node has a data dir
     (WAL, segments, snapshots, term and vote survive a restart), else in memory;
-    with the node's ``ra`` keys over `RA_DEFAULTS` (WAL and segment keys only matter
-    on disk)."""
+    with the node's ``ra`` keys over `RA_DEFAULTS` and the defaults of its release
+    (WAL and segment keys only matter on disk)."""
+    release = RELEASES.get(config.rabbitmq_version)
+    defaults = {} if release is None else {
+        "min_recovery_checkpoint_interval": release.quorum_min_recovery_checkpoint_interval}
     if config.data_dir is None:
-        return {"name": RA_SYSTEM, **config.ra}
+        return {"name": RA_SYSTEM, **defaults, **config.ra}
     return disk_system_config(str(Path(config.data_dir) / "ra"), name=RA_SYSTEM,
-                              **{**RA_DEFAULTS, **config.ra})
+                              **{**RA_DEFAULTS, **defaults, **config.ra})
 DLX_SUP = "rabbit_fifo_dlx_sup"
 
 

@@ -303,8 +303,7 @@ class RaServerProc:
     def write_recovery_checkpoint(self) -> None:
         """``ra_server:maybe_write_recovery_checkpoint``: synchronously, off the hub;
         a failure is logged and the next start replays the log instead."""
-        interval = int(self.config.get(recovery_checkpoint.CONFIG_KEY,
-                                       recovery_checkpoint.DEFAULT_INTERVAL))
+        interval = recovery_checkpoint.interval(self.config, self.system.config)
         found = recovery_checkpoint.to_write(self.s, interval)
         if found is None:
             return

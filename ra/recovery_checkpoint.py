@@ -6,7 +6,8 @@ A restarted server rebuilds its machine state from its newest snapshot or
 checkpoint and then applies every committed entry after it again. With a large
 ``min_snapshot_interval`` (a quorum queue's state is only snapshotted when its
 backlog shrinks) that replay can be long. ``min_recovery_checkpoint_interval``
-(a server config key; 0, the default, turns it off) makes an orderly stop write
+(a server config key, else the Ra system's; 0, Ra's default, turns it off: a
+node sets the system's from its RabbitMQ release) makes an orderly stop write
 the applied state once at least that many entries were applied past the newest
 snapshot, checkpoint or recovery checkpoint. It is written without fsync: a
 crash never writes one, and one lost to a power cut only means a replay.
@@ -29,9 +30,16 @@ from ra.log_base import Snapshot
 from ra.release_cursor import index_machine_version
 from ra.state import ServerState, dehydrate, make_cluster
 
-#: server config key and its default (off)
+#: server config key (and Ra system key) and Ra's default (off)
 CONFIG_KEY = "min_recovery_checkpoint_interval"
 DEFAULT_INTERVAL = 0
+
+
+def interval(server_config: dict[str, Any], system_config: dict[str, Any]) -> int:
+    """A member's interval: its own config's, else its Ra system's, else Ra's default.
+    The system's stands for the default a RabbitMQ release gives every quorum queue
+    (`quorum_min_recovery_checkpoint_interval`: 100000 in 4.3, none before)."""
+    return int(server_config.get(CONFIG_KEY, system_config.get(CONFIG_KEY, DEFAULT_INTERVAL)))
 
 
 def to_write(s: ServerState, interval: int) -> Snapshot | None:

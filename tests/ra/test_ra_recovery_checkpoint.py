@@ -12,6 +12,7 @@ import pytest
 
 from ra import api, recovery_checkpoint, snapshot_store
 from ra import server as core
+from ra import system as ra_system
 from ra.disk_log import DiskLog
 from ra.log import MemoryLog
 from ra.machine import Machine
@@ -229,6 +230,25 @@ def test_too_few_entries_since_the_last_saved_state_write_no_recovery_checkpoint
     with cluster.nodes[0].attached():
         machine, _ = _stop_and_restart(cluster, {RC: 1000})
         assert machine.applies == 30
+
+
+def test_the_ra_system_interval_applies_to_members_that_name_none(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    with node.attached():
+        assert ra_system.start({"name": "rc_sys", RC: 10})[0] == "ok"
+        machine = CountingSeq()
+        sid = ("rcs", node.name)
+        result = api.start_cluster("rc_sys", "rcs", machine, [sid],
+                                   server_config=dict(SERVER_CONFIG))
+        assert result[0] == "ok", result
+        for seq in range(30):
+            assert api.process_command(sid, ("push", seq))[0] == "ok"
+        before = mem_overview(sid)["machine"]
+        assert api.stop_server("rc_sys", sid) == "ok"
+        machine.applies = 0
+        assert api.restart_server("rc_sys", sid) == "ok"
+        mem_wait_until(lambda: mem_overview(sid)["machine"] == before, what="the state back")
+        assert machine.applies == 0
 
 
 # --- real node processes: files on disk, kill -9 -----------------------------------------------
