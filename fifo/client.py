@@ -304,7 +304,8 @@ def dequeue(qname: Any, tag: Any, settlement: str, state: ClientState,
                 if s.cfg.machine_version <= 2:
                     delivered = v2_client.dequeued(qname, qref(leader), msg_id, header, msg)
                 else:
-                    [delivered] = transform_msgs(qname, leader, [(msg_id, (header, msg))])
+                    [delivered] = transform_msgs(qname, leader, [(msg_id, (header, msg))],
+                                                 s.cfg.delivery_count_header)
                 return Out("ok", s, [], fx, (ready, delivered))
             case ("ok", ("error", _) as err, _):
                 return _error(err, state, fx)

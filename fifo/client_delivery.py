@@ -82,7 +82,8 @@ def _deliver(calls: Calls, qname: Any, from_: Any, tag: Any, id_msgs: list[Any],
                     "internal_error", "Cannot query missing deliveries from ~tp: ~tp",
                     [server, err]))
     s.consumers[tag] = ClientConsumer(c.key, last, c.ack)
-    deliver = ("deliver", tag, c.ack, transform_msgs(qname, from_, id_msgs))
+    deliver = ("deliver", tag, c.ack, transform_msgs(qname, from_, id_msgs,
+                                                     s.cfg.delivery_count_header))
     if not c.ack:
         # no-ack consumer: the queue only learns of the automatic ack this way
         _settle(tag, [m[2] for m in deliver[3]], s, fx)

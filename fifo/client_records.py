@@ -54,6 +54,10 @@ class ClientCfg:
     and ``node`` for ``node()`` (finding a local member to read from).
     ``machine_version`` selects the wire protocol: clients talking to a v7
     machine route returns through the leader's aux handler (docs/fifo.md, returned messages).
+    ``delivery_count_header`` is the header counter a delivery's ``x-delivery-count``
+    carries, as the client code of the node's release projects it: every earlier
+    delivery (``acquired_count``, 4.0 to 4.2) or failed deliveries only
+    (``delivery_count``, 4.3, with ``x-acquired-count`` beside it).
     """
 
     servers: tuple[Any, ...]
@@ -62,6 +66,7 @@ class ClientCfg:
     soft_limit: int = SOFT_LIMIT
     timeout: int = 65_000
     machine_version: int = DEFAULT_MACHINE_VERSION
+    delivery_count_header: str = "acquired_count"
 
 
 @frozen_init
@@ -106,7 +111,7 @@ class ClientState:
 
 def init(servers: Sequence[Any], self_pid: Any, *, soft_limit: int = SOFT_LIMIT,
          net_ticktime: int = 60, machine_version: int = DEFAULT_MACHINE_VERSION,
-         node: Any = None) -> ClientState:
+         node: Any = None, delivery_count_header: str = "acquired_count") -> ClientState:
     """A fresh session; `servers` should list the known leader first.
 
     The call timeout is ``(net_ticktime + 5) s`` so that a call to a member on a
@@ -117,7 +122,8 @@ def init(servers: Sequence[Any], self_pid: Any, *, soft_limit: int = SOFT_LIMIT,
     return ClientState(cfg=ClientCfg(servers=tuple(servers), self_pid=self_pid, node=node,
                                      soft_limit=soft_limit,
                                      timeout=(net_ticktime + 5) * 1000,
-                                     machine_version=machine_version))
+                                     machine_version=machine_version,
+                                     delivery_count_header=delivery_count_header))
 
 
 def copy_state(s: ClientState) -> ClientState:

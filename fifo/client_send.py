@@ -118,29 +118,43 @@ def qref(server: Any) -> Any:
     return server[0] if isinstance(server, tuple) else server
 
 
-def add_delivery_count_header(msg: Any, header: Any) -> tuple[Any, bool]:
-    """Project the machine's counters onto the message (v7 rules, as ``rabbit_fifo_client`` does).
+def add_delivery_count_header(msg: Any, header: Any,
+                              counter: str = "acquired_count") -> tuple[Any, bool]:
+    """Project the machine's counters onto the message, as ``rabbit_fifo_client`` does.
 
-    ``x-delivery-count`` is the acquired count (every earlier delivery); the
-    AMQP 1.0 ``delivery_count`` annotation only counts failed deliveries.
-    A header with a delivery count but no acquired count was written by an
-    older machine version and is read as if the two were the same.
+    `counter` is the header counter ``x-delivery-count`` carries (the node release's
+    choice): ``acquired_count``, every earlier delivery (4.0 to 4.2), or
+    ``delivery_count``, failed deliveries only (4.3, which also sets
+    ``x-acquired-count``, and leaves ``x-delivery-count`` out while no delivery
+    failed). The AMQP 1.0 ``delivery_count`` annotation only counts failed
+    deliveries. A header with a delivery count but no acquired count was written by
+    an older machine version and is read as if the two were the same.
     """
     if isinstance(header, dict):
         acquired = header.get("acquired_count")
         if not isinstance(acquired, int) and isinstance(header.get("delivery_count"), int):
-            acquired = header["delivery_count"]
+            header = {**header, "acquired_count": header["delivery_count"]}
+            acquired = header["acquired_count"]
         if isinstance(acquired, int):
             if mc.is_mc(msg):
-                msg = annotate_msg(header, mc.set_annotation("x-delivery-count", acquired, msg))
+                if counter == "acquired_count":
+                    msg = mc.set_annotation("x-delivery-count", acquired, msg)
+                else:
+                    msg = mc.set_annotation("x-acquired-count", acquired, msg)
+                    if isinstance(header.get("delivery_count"), int):
+                        msg = mc.set_annotation("x-delivery-count", header["delivery_count"],
+                                                msg)
+                msg = annotate_msg(header, msg)
             return msg, acquired > 0
     return msg, False
 
 
-def transform_msgs(qname: Any, leader: Any, id_msgs: list[tuple[int, Any]]) -> list[Any]:
-    """``[{QName, QRef, MsgId, Redelivered, Msg}]`` as the channel consumes them."""
+def transform_msgs(qname: Any, leader: Any, id_msgs: list[tuple[int, Any]],
+                   counter: str = "acquired_count") -> list[Any]:
+    """``[{QName, QRef, MsgId, Redelivered, Msg}]`` as the channel consumes them
+    (`counter`: what ``x-delivery-count`` carries, `add_delivery_count_header`)."""
     out = []
     for msg_id, (header, body) in id_msgs:
-        msg, redelivered = add_delivery_count_header(body, header)
+        msg, redelivered = add_delivery_count_header(body, header, counter)
         out.append((qname, qref(leader), msg_id, redelivered, msg))
     return out

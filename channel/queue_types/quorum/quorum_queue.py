@@ -213,7 +213,8 @@ class QuorumSession:
             return None
         state = init(self._servers(record), self.channel, soft_limit=self.b.soft_limit,
                      net_ticktime=self.b.net_ticktime, node=actors.node(),
-                     machine_version=self.b.registry.release.machine_version)
+                     machine_version=self.b.registry.release.machine_version,
+                     delivery_count_header=self.b.registry.release.delivery_count_header)
         q = _Queue(record, state)
         self.queues[name] = q
         self.by_cluster[record.ra_name] = name
