@@ -3,8 +3,10 @@
 Defaults are RabbitMQ's where it has one (AMQP port 5672, `quorum_cluster_size`
 3, `net_ticktime` 60). `peers` is the fixed peer list of cluster formation
 (`cluster_formation.classic_config.nodes`); the node itself may be in it.
-`backend` names the queue backend: `memory` (the in-memory test backend of
-`channel.queue_types.testing`), `quorum`, or any `module:factory` taking the `BrokerNode`.
+`backend` names the queue backend (`broker.backends`): `rabbit`, RabbitMQ's quorum and
+classic queues and the default, so that a node serves the queues real clients
+expect (`quorum` is its former name); `memory`, the in-memory test stand-in of
+`channel.queue_types.testing`; or any `module:factory` taking the `BrokerNode`.
 
 `load` is the one way in: every key of the file and of the flags is checked
 against `broker.config_schema` first, so a `NodeConfig` it returns holds only
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.backends import DEFAULT as BACKEND_DEFAULT
 from broker.config_schema import ConfigError, validate
 from channel.queue_types.queue_type import NODE_DEFAULT_QUEUE_TYPE
 from releases import DEFAULT_SERIES
@@ -35,7 +38,7 @@ class NodeConfig:
     data_dir: str | None = None
     peers: list[str] = field(default_factory=list)
     net_ticktime: float = 60.0
-    backend: str = "memory"
+    backend: str = BACKEND_DEFAULT
     #: the RabbitMQ release series this node behaves as (`releases.RELEASES`)
     rabbitmq_version: str = DEFAULT_SERIES
     quorum_cluster_size: int = 3

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from broker.backends import NAMES, canonical
 from releases import UnknownRelease, UnmodelledRelease, lookup, modelled_series
 
 __all__ = ["Backend", "Bool", "CreditPair", "FeaturePermits", "Int", "Kind", "Mismatch", "NodeName",
@@ -156,14 +157,15 @@ class OneOf(_FromText):
 
 @dataclass(frozen=True)
 class Backend(_FromText):
-    """`memory`, `quorum`, or a `module:factory` to import."""
+    """`rabbit`, `memory`, or a `module:factory` to import; `quorum`, the former name
+    of `rabbit`, reads as `rabbit` so that old configs keep the backend they meant."""
 
-    expected: str = "memory, quorum or module:factory"
+    expected: str = "rabbit, memory or module:factory (quorum: rabbit's former name)"
 
     def check(self, value: Any) -> str:
-        if isinstance(value, str) and (value in ("memory", "quorum") or re.fullmatch(
+        if isinstance(value, str) and (canonical(value) in NAMES or re.fullmatch(
                 r"[\w.]+:\w+", value)):
-            return value
+            return canonical(value)
         raise Mismatch(self.expected)
 
 

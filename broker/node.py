@@ -392,7 +392,9 @@ class BrokerNode:
 
 
 def _make_backend(spec: str, broker: BrokerNode) -> Any:
-    factory = {"memory": "broker.backends:memory", "quorum": "broker.backends:quorum"}.get(
-        spec, spec)
+    """The queue backend `spec` names (`broker.backends.NAMES`, or `module:factory`)."""
+    from broker.backends import NAMES, canonical
+
+    factory = NAMES.get(canonical(spec), spec)
     module, _, attr = factory.partition(":")
     return getattr(importlib.import_module(module), attr)(broker)

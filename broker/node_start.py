@@ -160,7 +160,9 @@ def add_parser(subparsers: argparse._SubParsersAction,
     start.add_argument("--data-dir", default=None)
     start.add_argument("--peers", default=None, help="comma-separated node names")
     start.add_argument("--net-ticktime", default=None)
-    start.add_argument("--backend", default=None, help="memory | quorum | module:factory")
+    start.add_argument("--backend", default=None,
+                       help="rabbit (default: quorum and classic queues; quorum is its "
+                            "former name) | memory (test stand-in) | module:factory")
     start.add_argument("--cookie", default=None)
     start.add_argument("--rabbitmq-version", default=None,
                        help="the RabbitMQ release to behave as (default: the newest modelled)")

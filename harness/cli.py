@@ -2,7 +2,7 @@
 
     warren scenario list
     warren scenario run NAME [--run-dir D] [--nodes N] [--duration S] [--seed K]
-                             [--state-digest-every K] [--backend quorum|memory]
+                             [--state-digest-every K] [--backend rabbit|memory]
                              [--rabbitmq-version 3.10|4.0|4.2|4.3] [--no-analyze]
     warren scenario compare RUN_DIR RUN_DIR... [--out DIR]
 
@@ -43,7 +43,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--state-digest-every", type=int, default=None, metavar="K",
                      help="record a replica state digest every K log indexes "
                           "(default: the scenario's, 1)")
-    run.add_argument("--backend", default="quorum", help="node queue backend (default quorum)")
+    run.add_argument("--backend", default="rabbit",
+                     help="node queue backend: rabbit (default; quorum is its former name) "
+                          "or memory")
     run.add_argument("--rabbitmq-version", default=None, metavar="V",
                      help="the RabbitMQ release every node models: "
                           + ", ".join(RELEASES) + " (default: the nodes' own)")

@@ -112,7 +112,7 @@ class Ctl:
 class Cluster:
     """N node processes on loopback under `root`; `close()` ends every one of them."""
 
-    def __init__(self, root: Path, size: int = 3, *, backend: str = "quorum",
+    def __init__(self, root: Path, size: int = 3, *, backend: str = "rabbit",
                  net_ticktime: float = 2.0, run_id: str = "run",
                  history_dir: Path | None = None, amqp: dict[str, Any] | None = None,
                  extra_config: dict[str, Any] | None = None,

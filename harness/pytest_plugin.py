@@ -10,7 +10,7 @@ workload clients record theirs. When the test body has passed, the nodes are sto
 failing check fails the test with the verdict table. Whatever happens, every node
 process is killed at teardown.
 
-    @pytest.mark.warren_cluster(nodes=3, backend="quorum")
+    @pytest.mark.warren_cluster(nodes=3, backend="rabbit")
     def test_confirmed_survive_a_leader_kill(warren_cluster):
         warren_cluster.declare_queue("q1")
         with warren_cluster.connect() as conn:
@@ -54,7 +54,7 @@ FIXTURE = "warren_cluster"
 MARKER = "warren_cluster"
 #: the history node and client name of the test process's own operations
 CLIENT = "pytest"
-DEFAULTS: dict[str, Any] = {"nodes": 3, "backend": "quorum", "net_ticktime": 2.0,
+DEFAULTS: dict[str, Any] = {"nodes": 3, "backend": "rabbit", "net_ticktime": 2.0,
                             "amqp": {}, "start_timeout_s": 90.0, "on_unknown": "warn",
                             "state_digest_every": 1}
 #: what a check that could not decide (`unknown`, exit code 2) does to a test
@@ -82,7 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{MARKER}(nodes=3, backend='quorum', net_ticktime=2.0, amqp={{}}, "
+        "markers", f"{MARKER}(nodes=3, backend='rabbit', net_ticktime=2.0, amqp={{}}, "
         "state_digest_every=1): "
         "settings of the warren_cluster fixture")
 

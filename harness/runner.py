@@ -81,7 +81,7 @@ class RunResult:
 
 def run_scenario(scenario: Scenario, run_dir: str | Path | None = None, *,
                  console: Console | None = None, seed: int = 0, analyze: bool = True,
-                 backend: str = "quorum", node_argv: NodeArgv = warren_node_argv,
+                 backend: str = "rabbit", node_argv: NodeArgv = warren_node_argv,
                  analysis_argv: list[str] | None = None, analyzer: Analyzer | None = None,
                  nemesis_cls: type[Nemesis] = Nemesis,
                  rabbitmq_version: str | None = None) -> RunResult:
@@ -155,9 +155,15 @@ def _record_meta(rec: Recorder, scenario: Scenario, seed: int, backend: str,
     config: dict[str, Any] = {"scenario": dataclasses.asdict(scenario), "seed": seed,
                               "backend": backend, "rabbitmq_version": rabbitmq_version}
     if rabbitmq_version is not None:
-        # what the analysis takes for a quorum queue declared without a limit
+        # the release record's fields the analysis reads: a quorum queue's limit when
+        # it declares none, which returns count toward it, what x-delivery-count carries
         release = RELEASES[rabbitmq_version]
         config["quorum_default_delivery_limit"] = release.default_delivery_limit
+        config["release"] = {
+            "series": release.series, "machine_version": release.machine_version,
+            "default_delivery_limit": release.default_delivery_limit,
+            "requeue_counts_toward_limit": release.requeue_counts_toward_limit,
+            "delivery_count_header": release.delivery_count_header}
     rec.record("run_meta", emitter="harness", started_wall_ns=time.time_ns(),
                warren_version=version, config_json=json.dumps(config, default=str),
                queues_json=json.dumps(scenario.queues_meta()), workload=scenario.workload,

@@ -186,7 +186,7 @@ def test_a_durable_node_rolls_its_wal_over_every_16384_entries_unless_told_other
     ("dead_letter_worker_consumer_prefetch", 0, "an integer of at least 1"),
     ("dead_letter_worker_publisher_confirm_timeout", "3m",
      "an integer of at least 1 (milliseconds)"),
-    ("backend", "fast", "memory, quorum or module:factory"),
+    ("backend", "fast", "rabbit, memory or module:factory (quorum: rabbit's former name)"),
     ("amqp_host", "", "a non-empty string"),
     ("data_dir", 7, "a non-empty string, or null for none"),
     ("run_id", None, "a non-empty string"),
@@ -254,7 +254,7 @@ def test_flags_win_over_the_file_and_are_read_as_their_keys_types(tmp_path: Path
     cfg = tmp_path / "node.json"
     cfg.write_text(json.dumps({"name": NAME, "amqp_port": 5000, "net_ticktime": 60}))
     got = load(cfg, {"amqp_port": "5001", "net_ticktime": "2.5", "backend": None})
-    assert (got.amqp_port, got.net_ticktime, got.backend) == (5001, 2.5, "memory")
+    assert (got.amqp_port, got.net_ticktime, got.backend) == (5001, 2.5, "rabbit")
 
 
 def test_without_a_file_the_name_is_required() -> None:
@@ -263,7 +263,22 @@ def test_without_a_file_the_name_is_required() -> None:
         load(None, {"amqp_port": "5672"})
 
 
+@pytest.mark.parametrize("given, backend", [
+    ("rabbit", "rabbit"), ("quorum", "rabbit"), ("memory", "memory"),
+    ("broker.backends:quorum", "broker.backends:quorum")])
+def test_quorum_is_the_former_name_of_the_rabbit_backend(tmp_path: Path, given: str,
+                                                         backend: str) -> None:
+    assert load(None, {"name": NAME, "backend": given}).backend == backend
+    cfg = tmp_path / "node.toml"
+    cfg.write_text(f'name = "{NAME}"\nbackend = "{given}"\n')
+    assert load(cfg).backend == backend
+
+
+def test_the_rabbit_backend_is_the_default() -> None:
+    assert NodeConfig(NAME).backend == "rabbit"
+
+
 def test_flags_alone_make_the_defaults_config() -> None:
     got = load(None, {"name": NAME, "peers": "b@127.0.0.1:25673,", "amqp_port": "0"})
-    assert got.amqp_port == 0 and got.net_ticktime == 60.0 and got.backend == "memory"
+    assert got.amqp_port == 0 and got.net_ticktime == 60.0 and got.backend == "rabbit"
     assert got.peers == ["b@127.0.0.1:25673", NAME]
