@@ -225,6 +225,12 @@ def transfer_leadership(server_id: ServerId, target: ServerId,
     return _leader_call(server_id, ("transfer_leadership", target), timeout)
 
 
+def trigger_compaction(server_id: ServerId) -> str:
+    """``ra:trigger_compaction/1``: the member runs a major compaction of its log
+    now (segments below its snapshot rewritten to hold only live entries)."""
+    return gen.cast(server_id, ("ra_log_event", "major_compaction"))
+
+
 def trigger_election(server_id: ServerId, timeout: int = DEFAULT_TIMEOUT) -> Any:
     """Start an election now (follower/await_condition); required for brand-new servers."""
     return _local_call(server_id, "trigger_election", timeout)

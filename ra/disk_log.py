@@ -27,6 +27,19 @@ valid snapshot, newer checkpoints, the segments in file order, then the mem tabl
 rebuilt for the uid, oldest first (each cuts the segments from its lowest row
 on); everything recovered is durable, so ``last_written`` is the recovered last
 index.
+
+Live indexes (Ra's log v3): a snapshot whose machine still needs entries below
+it keeps their indexes (``snapshots/.../live_indexes``). The log keeps those
+entries readable (`fetch`, `sparse_read`): the mem tables are cut at the
+smallest live index instead of the snapshot, the WAL and the segment writer
+drop only what lies below it, and each snapshot runs a *minor compaction*:
+segment files wholly below the snapshot go unless they hold a live index. A
+*major compaction* rewrites the segment files below the snapshot that hold
+live entries among dead ones into sparse segments of the live entries only;
+it runs every `num_minors` (8) minor compactions and on
+``ra.api.trigger_compaction``. Recovery keeps every segment holding a live
+index and checks contiguity only above the snapshot, so the gaps between live
+entries are not a ``corrupt_log``.
 """
 
 from __future__ import annotations
@@ -52,7 +65,7 @@ from ra.log import (
     DEFAULT_MIN_SNAPSHOT_INTERVAL,
     CorruptLog,
 )
-from ra.log_base import SNAPSHOT, LogBase, Snapshot, WalWrite
+from ra.log_base import SNAPSHOT, LogBase, Snapshot, WalDown, WalWrite
 from ra.log_base import idxterm as _idxterm
 from ra.log_ets import LogEts, MemTable
 from ra.log_meta import LogMeta
@@ -62,6 +75,9 @@ from ra.types import DUMMY_ENTRY, Entry, IdxTerm
 log = logging.getLogger("warren.ra.disk_log")
 
 Fsync = Callable[[int], None]
+
+#: Ra's ``?DEF_MAJOR_COMPACTION_STRAT``: ``{num_minors, 8}``
+DEFAULT_NUM_MINORS = 8
 
 
 def _kind_dir(kind: str) -> str:
@@ -83,6 +99,7 @@ class DiskLog(LogBase):
         max_checkpoints: int = DEFAULT_MAX_CHECKPOINTS,
         fsync: Fsync = os.fsync,
         owner: Any = None,
+        num_minors: int = DEFAULT_NUM_MINORS,
     ) -> None:
         self.dir = directory
         self.uid = uid
@@ -93,6 +110,11 @@ class DiskLog(LogBase):
         self.min_checkpoint_interval = min_checkpoint_interval
         self.max_checkpoints = max_checkpoints
         self._fsync = fsync
+        #: minor compactions between two major ones (``{num_minors, N}``)
+        self.num_minors = num_minors
+        self.minor_compactions = 0
+        self.major_compactions = 0
+        self._live = []
         make_dirs(directory)
         self.meta = LogMeta(directory, fsync)
         self._reader = ra_segment.SegmentReader()
@@ -143,6 +165,8 @@ class DiskLog(LogBase):
             snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, *_idxterm(old))
         self._snapshot = snaps[-1][1] if snaps else None
         snap_idx = _idxterm(self._snapshot)[0] if self._snapshot else -1
+        if snaps:
+            self._live = [i for i in snapshot_store.read_live(snaps[-1][0]) if i <= snap_idx]
         # every valid checkpoint newer than the snapshot is kept (thinning happens
         # as new ones are written); older ones can never be used again
         ckpts = [s for _, s in snapshot_store.recover(self.dir, snapshot_store.CHECKPOINTS)]
@@ -158,10 +182,13 @@ class DiskLog(LogBase):
             self._seg_add(name, idx.first, idx.last)
         # a segment wholly superseded by a newer segment will never be read again
         self._drop_segments_upto(snap_idx)
-        self._ets.set_first(self.uid, snap_idx + 1)
+        smallest = self._live[0] if self._live else snap_idx + 1
+        self._ets.set_first(self.uid, smallest)
         # the mem tables hold what no segment is known to hold yet: the log is
-        # the segments up to the lowest row, the tables from there on
-        lowest = [r for t in self._mt.chain() if (r := t.first_row()) is not None]
+        # the segments up to the lowest row, the tables from there on (live rows
+        # below the snapshot cut nothing: no write overwrites below a snapshot)
+        lowest = [r for t in self._mt.chain()
+                  if (r := _first_row_from(t, snap_idx + 1)) is not None]
         if lowest:
             self._seg_cut(min(lowest))
         # but a segment superseded only by a table may be that table's own flush, just
@@ -174,7 +201,7 @@ class DiskLog(LogBase):
         else:
             self._first = snap_idx + 1
             if self.log_ets is not None:
-                self.log_ets.set_snapshot_index(self.uid, snap_idx)
+                self.log_ets.set_snapshot_index(self.uid, snap_idx, smallest)
         start = max(self._first, 1)
         i = start
         lookup = self._mt.lookup
@@ -222,11 +249,74 @@ class DiskLog(LogBase):
         return None
 
     def _drop_segments_upto(self, idx: int) -> int:
-        """Forget intervals wholly at or below `idx`, then delete unreferenced files;
-        returns how many files went."""
-        self._segs = [s for s in self._segs if s[1] > idx]
+        """Minor compaction: forget intervals wholly at or below `idx` that hold no
+        live index, then delete unreferenced files; returns how many files went."""
+        self._segs = [s for s in self._segs if s[1] > idx or self._live_in(s[0], s[1])]
         self._seg_starts = [s[0] for s in self._segs]
         return self._gc_segments()
+
+    def _live_in(self, lo: int, hi: int) -> list[int]:
+        """The live indexes in ``lo..hi``."""
+        live = self._live
+        return live[bisect.bisect_left(live, lo):bisect.bisect_right(live, hi)]
+
+    def _minor_compaction(self, idx: int) -> list[Any]:
+        """After a snapshot at `idx`: delete what no longer holds a live entry, and
+        every `num_minors` such compactions (with live entries kept) run a major one."""
+        self._drop_segments_upto(idx)
+        if not self._live:
+            return []
+        self.minor_compactions += 1
+        if self.minor_compactions >= self.num_minors:
+            self._major_compaction()
+        return []
+
+    def _major_compaction(self) -> None:
+        """Rewrite each segment file below the snapshot that holds dead entries beside
+        live ones into a sparse segment of the live ones (``major_compaction``).
+
+        Files are rewritten in place (written aside, fsynced, renamed over), so
+        the order of the files, which decides what a restart reads, stays as it
+        was. The rewrite runs on the thread pool while this server waits: a
+        reader never sees a file change under its cached index.
+        """
+        self.minor_compactions = 0
+        snap = self.snapshot_index_term()
+        if snap is None:
+            return
+        jobs: list[tuple[str, list[int]]] = []
+        for lo, hi, name in self._segs:
+            if hi > snap[0]:
+                continue
+            live = self._live_in(lo, hi)
+            full = self._seg_files.get(name)
+            if not live or full is None:
+                continue
+            path = os.path.join(self.dir, name)
+            if self._reader.index(path).indexes() == live:
+                continue  # already just the live entries
+            jobs.append((name, live))
+        if not jobs:
+            return
+        self.major_compactions += 1
+        entries = {name: [e for i in live if (e := self._read_seg(name, i)) is not None]
+                   for name, live in jobs}
+        refs = gevent.get_hub().threadpool.apply(self._rewrite, (entries,))
+        for name, (lo, hi) in refs:
+            self._reader.forget(os.path.join(self.dir, name))
+            self._seg_files[name] = (lo, hi)
+            self._segs = [(max(a, lo), min(b, hi), n) if n == name else (a, b, n)
+                          for a, b, n in self._segs]
+        self._seg_starts = [s[0] for s in self._segs]
+
+    def _read_seg(self, name: str, idx: int) -> Entry | None:
+        got = self._reader.read(os.path.join(self.dir, name), idx, idx)
+        return got[0] if got and got[0][0] == idx else None
+
+    def _rewrite(self, entries: dict[str, list[Entry]]) -> list[ra_segment.SegRef]:
+        """On a pool thread: replace each named segment by a sparse one of its entries."""
+        return [ra_segment.rewrite_sparse(os.path.join(self.dir, name), ents, fsync=self._fsync)
+                for name, ents in entries.items() if ents]
 
     def _gc_segments(self) -> int:
         live = {s[2] for s in self._segs}
@@ -272,11 +362,13 @@ class DiskLog(LogBase):
         return self._mt.lookup(idx)
 
     def _mem_floor(self) -> int:
-        """No mem table holds a row below this index."""
-        rows = [r for t in self._mt.chain() if (r := t.first_row()) is not None]
+        """No mem table holds a row of the log's range below this index."""
+        rows = [r for t in self._mt.chain() if (r := _first_row_from(t, self._first)) is not None]
         return min(rows) if rows else self._last + 1
 
     def fetch(self, idx: int) -> Entry | None:
+        if idx < self._first and self._live and self.is_live(idx):
+            return self._fetch_live(idx)
         if idx < self._first or idx > self._last:
             return None
         entry = self._mem_get(idx)
@@ -286,6 +378,24 @@ class DiskLog(LogBase):
         if seg is None:
             raise CorruptLog(f"{self.uid}: index {idx} is in range but held nowhere")
         return self._reader.read(os.path.join(self.dir, seg[2]), idx, idx)[0]
+
+    def _fetch_live(self, idx: int) -> Entry:
+        """A live entry below the snapshot: in a mem table or a kept segment."""
+        entry = self._mt.lookup(idx)
+        if entry is None:
+            for table in self._mt.chain():  # a live row shadowed by a newer table's start
+                entry = table.get(idx)
+                if entry is not None:
+                    break
+        if entry is not None:
+            return entry
+        seg = self._seg_at(idx)
+        if seg is None:
+            raise CorruptLog(f"{self.uid}: live index {idx} is held nowhere")
+        found = self._read_seg(seg[2], idx)
+        if found is None:
+            raise CorruptLog(f"{self.uid}: live index {idx} is not in {seg[2]}")
+        return found
 
     def fetch_term(self, idx: int) -> int | None:
         if idx < self._first or idx > self._last:
@@ -384,6 +494,18 @@ class DiskLog(LogBase):
         else:
             self._wal_out.extend(runs)
 
+    def write_sparse(self, entry: Entry) -> None:
+        idx = entry[0]
+        if idx <= self._last:
+            raise ValueError(f"sparse write of {idx} not above the log's end {self._last}")
+        if not self.wal_up:
+            raise WalDown()
+        prev = self._last
+        tid = self._insert(entry)
+        self._last = idx
+        self._pending = ra_seq.append(idx, self._pending)
+        self._wal_out.append((tid, prev, [entry]))
+
     def _resend_writes(self, first: int, last: int) -> list[WalWrite]:
         """Send ``first..last`` again, each run to the table that holds it
         (``ra_mt:tid_for``): the WAL's hand-off must name where the rows are."""
@@ -427,26 +549,33 @@ class DiskLog(LogBase):
         """
         started = time.perf_counter()
         match job:
-            case ("write_snapshot", kind, meta, mac_state):
+            case ("write_snapshot", kind, meta, mac_state, *rest):
+                live = list(rest[0]) if rest else []
                 path = snapshot_store.write(self.dir, _kind_dir(kind), meta, mac_state,
-                                            sync=kind == SNAPSHOT, fsync=self._fsync)
+                                            sync=kind == SNAPSHOT, fsync=self._fsync,
+                                            live=live)
                 idxterm = (int(meta["index"]), int(meta["term"]))
             case ("promote_checkpoint", (idx, term)):
                 path = snapshot_store.promote(self.dir, idx, term, fsync=self._fsync)
                 kind, idxterm = SNAPSHOT, (idx, term)
+                live = snapshot_store.read_live(path)
             case _:
                 raise ValueError(f"unknown bg_work job {job!r}")
         size = os.path.getsize(os.path.join(path, snapshot_store.FILE))
         duration_ms = int((time.perf_counter() - started) * 1000)
-        return ("snapshot_written", idxterm, [], kind, size, duration_ms)
+        return ("snapshot_written", idxterm, live, kind, size, duration_ms)
 
-    def install_snapshot(self, meta: dict[str, Any], mac_state: Any) -> list[Any]:
-        """A follower installs a received snapshot: written durably, then the whole range goes."""
+    def install_snapshot(self, meta: dict[str, Any], mac_state: Any,
+                         live: list[int] | None = None) -> list[Any]:
+        """A follower installs a received snapshot: written durably, then the whole range
+        goes but the entries at its live indexes (its own, or written sparsely
+        from the sender's ``pre`` chunks)."""
         idx, term = int(meta["index"]), int(meta["term"])
+        kept = sorted({int(i) for i in live or [] if int(i) <= idx})
         gevent.get_hub().threadpool.apply(
             snapshot_store.write,
             (self.dir, snapshot_store.SNAPSHOTS, meta, mac_state),
-            {"sync": True, "fsync": self._fsync},
+            {"sync": True, "fsync": self._fsync, "live": kept},
         )
         if self._snapshot is not None and _idxterm(self._snapshot) != (idx, term):
             snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, *_idxterm(self._snapshot))
@@ -454,23 +583,34 @@ class DiskLog(LogBase):
         self._drop_checkpoints_upto(idx)
         self._first = idx + 1
         self._last = idx
+        self._live = kept
         self._drop_mem_rows()
-        self._segs = []
-        self._seg_starts = []
+        self._segs = [s for s in self._segs if self._live_in(s[0], s[1])]
+        self._seg_starts = [s[0] for s in self._segs]
         self._gc_segments()
         self._last_written = (idx, term)
-        self._pending = []
+        self._pending = ra_seq.floor(self.smallest_live_index(), self._pending)
         pending = self._pending_snapshot
         if pending is not None and _idxterm(pending[1])[0] <= idx:
             self._pending_snapshot = None
+        self._forget_written_live(idx)
         if self.log_ets is not None:
-            self.log_ets.set_snapshot_index(self.uid, idx)
+            self.log_ets.set_snapshot_index(self.uid, idx, self.smallest_live_index())
+        if kept:
+            self._minor_compaction(idx)
         return []
 
     def _drop_mem_rows(self) -> None:
         """The whole log went (an installed snapshot): no row of any table is the
-        log's any more, and the next write opens a successor."""
-        self._ets.set_first(self.uid, self._mt.last + 1)
+        log's any more but the live ones, and the next write opens a successor."""
+        if not self._live:
+            self._ets.set_first(self.uid, self._mt.last + 1)
+        else:
+            self._ets.set_first(self.uid, self._live[0])
+            for table in self._mt.chain():
+                dead = [e[0] for e in table.entries(self._live[0]) if not self.is_live(e[0])]
+                if dead:
+                    table.delete_seq(ra_seq.from_list(dead))
         self._mt = self._ets.new_mem_table_please(self.uid)
 
     def _drop_checkpoints_upto(self, idx: int) -> None:
@@ -478,24 +618,28 @@ class DiskLog(LogBase):
             self._checkpoints.remove(c)
             snapshot_store.delete(self.dir, snapshot_store.CHECKPOINTS, *_idxterm(c))
 
-    def _adopt_snapshot(self, snap: Snapshot) -> None:
+    def _adopt_snapshot(self, snap: Snapshot, live: list[int]) -> list[Any]:
         idx, term = _idxterm(snap)
         current = self.snapshot_index_term()
         if current is not None:
             snapshot_store.delete(self.dir, snapshot_store.SNAPSHOTS, *current)
         self._snapshot = snap
+        self._live = [i for i in live if i <= idx]
         self._drop_checkpoints_upto(idx)
-        self._ets.set_first(self.uid, idx + 1)
+        smallest = self._live[0] if self._live else idx + 1
+        self._ets.set_first(self.uid, smallest)
         self._first = idx + 1
         self._last = max(self._last, idx)
-        deleted = self._drop_segments_upto(idx)
-        if deleted and crash_points.ARMED:
+        files = len(self._seg_files)
+        effects = self._minor_compaction(idx)
+        if len(self._seg_files) < files and crash_points.ARMED:
             crash_points.reached("snapshot_segments_deleted")
         if self._last_written[0] < idx:
             self._last_written = (idx, term)
-        self._pending = ra_seq.floor(idx + 1, self._pending)
+        self._pending = ra_seq.floor(smallest, self._pending)
         if self.log_ets is not None:
-            self.log_ets.set_snapshot_index(self.uid, idx)
+            self.log_ets.set_snapshot_index(self.uid, idx, smallest)
+        return effects
 
     def _delete_written(self, kind: str, it: IdxTerm) -> None:
         snapshot_store.delete(self.dir, _kind_dir(kind), *it)
@@ -530,6 +674,9 @@ class DiskLog(LogBase):
         match evt:
             case ("segments", flushed, refs):
                 self._segments(flushed, refs)
+            case "major_compaction":
+                # ``ra:trigger_compaction/1``
+                self._major_compaction()
         return []
 
     def _segments(self, flushed: list[tuple[int, ra_seq.Seq]],
@@ -564,6 +711,15 @@ class DiskLog(LogBase):
         self.meta.sync()
 
 
+def _first_row_from(table: MemTable, floor: int) -> int | None:
+    """The lowest row of `table` at or above `floor` (None: none)."""
+    first = table.first_row()
+    if first is None or first >= floor:
+        return first
+    rows = table.entries(floor)
+    return rows[0][0] if rows else None
+
+
 def run_bg_work(log: Any, effect: Any) -> tuple[str, Any]:
     """Execute a ``("bg_work", job, error)`` effect of either log; the message to send back.
 
@@ -577,9 +733,9 @@ def run_bg_work(log: Any, effect: Any) -> tuple[str, Any]:
         if runner is not None:
             return ("ra_log_event", runner(job))
         match job:
-            case ("write_snapshot", kind, meta, _state):
-                return ("ra_log_event", ("snapshot_written", (meta["index"], meta["term"]), [],
-                                         kind))
+            case ("write_snapshot", kind, meta, _state, *rest):
+                return ("ra_log_event", ("snapshot_written", (meta["index"], meta["term"]),
+                                         list(rest[0]) if rest else [], kind))
             case ("promote_checkpoint", idxterm):
                 return ("ra_log_event", ("snapshot_written", tuple(idxterm), [], SNAPSHOT))
         raise ValueError(f"unknown bg_work job {job!r}")

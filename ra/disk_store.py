@@ -150,7 +150,8 @@ class DiskStore:
             return log.meta
         return LogMeta(self.server_dir(uid), self.other_sync)
 
-    def save_snapshot(self, uid: str, snap: Any, checkpoints: list[Any]) -> None:
+    def save_snapshot(self, uid: str, snap: Any, checkpoints: list[Any],
+                      live_entries: list[Any] | None = None) -> None:
         """A `DiskLog` writes its snapshots itself (``bg_work``): nothing to do."""
         return None
 

@@ -11,8 +11,9 @@ the WAL to whoever drives it, through `take_wal_writes`.
 Snapshots and checkpoints (``ra_snapshot``) are held as values ``(meta, state)``.
 Writing one is asynchronous too: the log returns a ``bg_work`` effect and
 only truncates once the driver answers with ``snapshot_written``, so a crash
-between the two leaves the log whole. Only the plain-Raft case (no live
-indexes, no segments) is modelled.
+between the two leaves the log whole. A snapshot whose machine keeps live
+indexes keeps the entries at those indexes below it (`fetch` still finds
+them); there are no segments to compact.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class MemoryLog(LogBase):
         min_checkpoint_interval: int = DEFAULT_MIN_CHECKPOINT_INTERVAL,
         max_checkpoints: int = DEFAULT_MAX_CHECKPOINTS,
         recovery_checkpoint: Snapshot | None = None,
+        live_entries: list[Entry] | None = None,
     ) -> None:
         self.min_snapshot_interval = min_snapshot_interval
         #: the recovery checkpoint's value (its ``(index, term)`` is `_recovery_checkpoint`)
@@ -71,6 +73,11 @@ class MemoryLog(LogBase):
         )
         #: the one snapshot/checkpoint write in flight: ``(kind, (meta, state))``
         self._pending_snapshot: tuple[str, Snapshot] | None = None
+        #: entries kept below the snapshot at its live indexes
+        self._live_entries: dict[int, Entry] = {e[0]: e for e in live_entries or []}
+        self._live = sorted(self._live_entries)
+        #: entries written sparsely while receiving a snapshot, until it is installed
+        self._sparse: dict[int, Entry] = {}
         if snapshot is None:
             self._first = 0
             self._entries: list[Entry] = [DUMMY_ENTRY]
@@ -105,6 +112,9 @@ class MemoryLog(LogBase):
         return self._first
 
     def last_index_term(self) -> IdxTerm:
+        if self._sparse:
+            idx, term, _ = self._sparse[max(self._sparse)]
+            return (idx, term)
         if self._entries:
             idx, term, _ = self._entries[-1]
             return (idx, term)
@@ -121,11 +131,20 @@ class MemoryLog(LogBase):
         pos = idx - self._first
         if 0 <= pos < len(self._entries):
             return self._entries[pos]
-        return None
+        if pos < 0 and self._live_entries:
+            return self._live_entries.get(idx) if self.is_live(idx) else None
+        return self._sparse.get(idx) if self._sparse else None
 
     def fetch_term(self, idx: int) -> int | None:
-        entry = self.fetch(idx)
-        return entry[1] if entry is not None else None
+        """The term at `idx` within the log's range (not of live entries below it)."""
+        pos = idx - self._first
+        if 0 <= pos < len(self._entries):
+            return self._entries[pos][1]
+        return None
+
+    def live_entries(self) -> list[Entry]:
+        """The entries kept below the snapshot, ascending (what a restart keeps)."""
+        return [self._live_entries[i] for i in self._live if i in self._live_entries]
 
     def fold(self, first: int, last: int) -> list[Entry]:
         """Entries ``first..last`` inclusive (clipped to what the log holds)."""
@@ -155,9 +174,23 @@ class MemoryLog(LogBase):
             self._pending = ra_seq.append(entry[0], self._pending)
         self._wal_out.append((None, prev, own_batch(entries)))
 
+    def write_sparse(self, entry: Entry) -> None:
+        idx = entry[0]
+        if idx <= self.next_index() - 1 or idx <= max(self._sparse or [0]):
+            raise ValueError(f"sparse write of {idx} not above the log's end")
+        if not self.wal_up:
+            raise WalDown()
+        prev = max([self.next_index() - 1, *self._sparse])
+        self._sparse[idx] = entry
+        self._pending = ra_seq.append(idx, self._pending)
+        self._wal_out.append((None, prev, [entry]))
+
     def set_last_index(self, idx: int) -> None:
         """Force the end of the log back to `idx` (an empty AER's reset,
         a snapshot's ``init`` or abort, as ``ra_log:set_last_index/2`` does)."""
+        if self._sparse:
+            self._sparse = {i: e for i, e in self._sparse.items() if i <= idx}
+            self._pending = ra_seq.limit(idx, self._pending)
         if idx < self.next_index() - 1:
             self._truncate_after(idx)
 
@@ -172,15 +205,20 @@ class MemoryLog(LogBase):
 
     # ---- snapshots and checkpoints (``ra_snapshot``) ---------------------
 
-    def install_snapshot(self, meta: dict[str, Any], mac_state: Any) -> list[Any]:
-        """A follower installs a received snapshot: the whole range goes, as in ``ra_log``."""
+    def install_snapshot(self, meta: dict[str, Any], mac_state: Any,
+                         live: list[int] | None = None) -> list[Any]:
+        """A follower installs a received snapshot: the whole range goes, as in
+        ``ra_log``, except the entries at its live indexes (its own, or written
+        sparsely from the sender)."""
         idx, term = int(meta["index"]), int(meta["term"])
+        self._keep_live(sorted(i for i in live or [] if i <= idx))
+        self._sparse = {}
         self._snapshot = (meta, mac_state)
         self._checkpoints = [c for c in self._checkpoints if int(c[0]["index"]) > idx]
         self._first = idx + 1
         self._entries = []
         self._last_written = (idx, term)
-        self._pending = []
+        self._pending = ra_seq.floor(self.smallest_live_index(), self._pending)
         if self._pending_snapshot is not None:
             p_idx = int(self._pending_snapshot[1][0]["index"])
             if p_idx <= idx:
@@ -197,9 +235,21 @@ class MemoryLog(LogBase):
         if self._rc_value is not None and idxterm(self._rc_value) == it:
             self._rc_value = None
 
-    def _adopt_snapshot(self, snap: Snapshot) -> None:
+    def _keep_live(self, live: list[int]) -> None:
+        """Keep the entries at `live` (held in the log, kept already, or written
+        sparsely) as the entries below the next snapshot."""
+        kept: dict[int, Entry] = {}
+        for i in live:
+            entry = self.fetch(i) or self._live_entries.get(i) or self._sparse.get(i)
+            if entry is not None:
+                kept[i] = entry
+        self._live_entries = kept
+        self._live = live
+
+    def _adopt_snapshot(self, snap: Snapshot, live: list[int]) -> list[Any]:
         meta = snap[0]
         idx = int(meta["index"])
+        self._keep_live(live)
         self._snapshot = snap
         self._checkpoints = [c for c in self._checkpoints if int(c[0]["index"]) > idx]
         if idx >= self.next_index():
@@ -210,6 +260,7 @@ class MemoryLog(LogBase):
         if self._last_written[0] < idx:
             self._last_written = (idx, int(meta["term"]))
         self._pending = ra_seq.floor(idx + 1, self._pending)
+        return []
 
     # ---- driver side -----------------------------------------------------
 

@@ -20,6 +20,8 @@ append or a follower's write, and ``WalDown``, which they raise.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable
 from typing import Any
 
 from ra import seq as ra_seq
@@ -92,6 +94,12 @@ class LogBase:
     sent_run: Any = None
     min_snapshot_interval: int
     min_checkpoint_interval: int
+    #: the current snapshot's live indexes, ascending: entries below the snapshot
+    #: the machine still needs, which the log keeps readable (`fetch`)
+    _live: list[int] = []
+    #: live indexes of snapshots and checkpoints being written or kept, by
+    #: ``(index, term)``, until one becomes the snapshot
+    _written_live: dict[IdxTerm, list[int]] | None = None
 
     # ---- storage-specific (subclasses) ---------------------------------------
 
@@ -117,6 +125,40 @@ class LogBase:
         if snap is not None and snap[0] == idx:
             return snap[1]
         raise AssertionError(f"no term for index {idx}")
+
+    def live_indexes(self) -> list[int]:
+        """The live indexes of the current snapshot, ascending ([]: none)."""
+        return list(self._live)
+
+    def is_live(self, idx: int) -> bool:
+        """Whether `idx` is one of the current snapshot's live indexes."""
+        live = self._live
+        i = bisect.bisect_left(live, idx)
+        return i < len(live) and live[i] == idx
+
+    def smallest_live_index(self) -> int:
+        """The lowest index the log still needs: the smallest live index, else the
+        one after the snapshot (``ra_log_snapshot_state:smallest``)."""
+        return self._live[0] if self._live else self._first
+
+    def sparse_read(self, indexes: Iterable[int]) -> list[Entry]:
+        """``ra_log:sparse_read``: the entries at `indexes` the log holds, in the given
+        order; an index below the snapshot is found only if it is live."""
+        out: list[Entry] = []
+        for idx in indexes:
+            entry = self.fetch(idx)
+            if entry is not None:
+                out.append(entry)
+        return out
+
+    def fetch(self, idx: int) -> Entry | None:
+        raise NotImplementedError
+
+    def write_sparse(self, entry: Entry) -> None:
+        """``ra_log:write_sparse``: a follower receiving a snapshot's live entries
+        writes each above its last index, leaving a gap; the snapshot that follows
+        puts them below its index. Undone like any write by `set_last_index`."""
+        raise NotImplementedError
 
     def exists(self, idx: int, term: int) -> bool:
         return self.fetch_term(idx) == term
@@ -230,12 +272,15 @@ class LogBase:
     # ---- snapshots and checkpoints (``ra_snapshot``) ----------------------------
 
     def update_release_cursor(
-        self, idx: int, cluster: Any, mac_version: int, mac_state: Any
+        self, idx: int, cluster: Any, mac_version: int, mac_state: Any,
+        live: Iterable[int] = (),
     ) -> list[Any]:
         """``ra_log:update_release_cursor``: maybe start writing a snapshot at `idx`.
 
         One write at a time, and only when it is worth the copy of the state
-        (`should_snapshot`).
+        (`should_snapshot`). `live` are the machine's live indexes for
+        `mac_state` (``ra_machine:live_indexes``): the entries the snapshot
+        keeps below it.
         """
         if self._pending_snapshot is not None:
             return []
@@ -244,7 +289,7 @@ class LogBase:
         meta = self._make_meta(idx, cluster, mac_version)
         if meta is None:
             return []
-        return self._start_write(SNAPSHOT, meta, mac_state)
+        return self._start_write(SNAPSHOT, meta, mac_state, live)
 
     def should_snapshot(self, idx: int) -> bool:
         """``ra_log:should_snapshot(snapshot, ...)``: whether a release cursor at `idx` snapshots.
@@ -263,7 +308,8 @@ class LogBase:
         """The lowest index of the segment files the log reads from (None: no segments)."""
         return None
 
-    def checkpoint(self, idx: int, cluster: Any, mac_version: int, mac_state: Any) -> list[Any]:
+    def checkpoint(self, idx: int, cluster: Any, mac_version: int, mac_state: Any,
+                   live: Iterable[int] = ()) -> list[Any]:
         """``ra_log:checkpoint``: like a snapshot but never truncates, and no fsync."""
         if self._pending_snapshot is not None:
             return []
@@ -272,7 +318,7 @@ class LogBase:
         meta = self._make_meta(idx, cluster, mac_version)
         if meta is None:
             return []
-        return self._start_write(CHECKPOINT, meta, mac_state)
+        return self._start_write(CHECKPOINT, meta, mac_state, live)
 
     def promote_checkpoint(self, idx: int) -> list[Any]:
         """``{release_cursor, Idx}``: turn the newest checkpoint <= `idx` into the snapshot.
@@ -302,16 +348,39 @@ class LogBase:
             return None
         return {"index": idx, "term": term, "cluster": cluster, "machine_version": mac_version}
 
-    def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any) -> list[Any]:
-        """Stage the one snapshot/checkpoint write; the driver runs the ``bg_work``."""
+    def _start_write(self, kind: str, meta: dict[str, Any], mac_state: Any,
+                     live: Iterable[int] = ()) -> list[Any]:
+        """Stage the one snapshot/checkpoint write; the driver runs the ``bg_work``.
+
+        The job carries the live indexes (below the snapshot's index) as a fifth
+        element when there are any, so the write keeps them with the snapshot."""
         self._pending_snapshot = (kind, (meta, mac_state))
         if kind == CHECKPOINT:
             self._checkpoint_in_flight = (meta, mac_state)
         it = (meta["index"], meta["term"])
-        return [("bg_work", ("write_snapshot", kind, meta, mac_state),
-                 ("snapshot_error", it, kind))]
+        kept = sorted({int(i) for i in live if int(i) <= int(meta["index"])})
+        if self._written_live is None:
+            self._written_live = {}
+        self._written_live[(int(it[0]), int(it[1]))] = kept
+        job: tuple[Any, ...] = ("write_snapshot", kind, meta, mac_state)
+        if kept:
+            job = (*job, kept)
+        return [("bg_work", job, ("snapshot_error", it, kind))]
 
-    def _snapshot_written(self, it: IdxTerm, kind: str) -> list[Any]:
+    def _live_of(self, it: IdxTerm, reported: Iterable[int]) -> list[int]:
+        """The live indexes of the snapshot written at `it`: as the write reported
+        them, else as they were when it was started."""
+        live = sorted(int(i) for i in reported)
+        if not live and self._written_live is not None:
+            live = list(self._written_live.get(it, []))
+        return live
+
+    def _forget_written_live(self, upto: int) -> None:
+        if self._written_live:
+            for key in [k for k in self._written_live if k[0] <= upto]:
+                del self._written_live[key]
+
+    def _snapshot_written(self, it: IdxTerm, kind: str, live: Iterable[int] = ()) -> list[Any]:
         """``snapshot_written``: adopt the write if it is still wanted, else delete it.
 
         A snapshot is adopted if it is the pending one and not below the log's
@@ -346,12 +415,15 @@ class LogBase:
             if current != it:
                 self._delete_written(kind, it)
             return []
-        self._adopt_snapshot(pending[1])
+        kept = self._live_of(it, live)
+        effects = self._adopt_snapshot(pending[1], kept)
+        self._forget_written_live(it[0])
         self._drop_recovery_checkpoint_upto(it[0])
-        return []
+        return effects
 
-    def _adopt_snapshot(self, snap: Snapshot) -> None:
-        """A written snapshot becomes current: truncate the log below it (storage-specific)."""
+    def _adopt_snapshot(self, snap: Snapshot, live: list[int]) -> list[Any]:
+        """A written snapshot becomes current: truncate the log below it, keeping
+        the entries at `live` (storage-specific); returns effects."""
         raise NotImplementedError
 
     def _delete_written(self, kind: str, it: IdxTerm) -> None:
@@ -369,8 +441,8 @@ class LogBase:
             case ("resend_write", idx):
                 self._resend_from(idx)
                 return []
-            case ("snapshot_written", it, _live, kind, *_):
-                return self._snapshot_written(it, kind)
+            case ("snapshot_written", it, live, kind, *_):
+                return self._snapshot_written(it, kind, live)
             case ("snapshot_error", it, kind, *_):
                 if self.pending_snapshot() == (kind, tuple(it)):
                     self._pending_snapshot = None
@@ -385,6 +457,13 @@ class LogBase:
         return []
 
     def _handle_written(self, term: int, written_seq: ra_seq.Seq) -> None:
+        below = ra_seq.limit(self._first - 1, written_seq)
+        if below and self._pending and (ra_seq.first(self._pending) or 0) < self._first:
+            # live entries a follower wrote sparsely before installing the snapshot
+            # above them: durable now, no term to check below a snapshot
+            done = set(ra_seq.iterate(below))
+            self._pending = ra_seq.from_list(
+                i for i in reversed(ra_seq.expand(self._pending)) if i not in done)
         # indexes at or below the snapshot are already covered by it
         written_seq = ra_seq.floor(self._first, written_seq)
         while written_seq:

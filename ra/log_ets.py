@@ -309,8 +309,12 @@ class LogEts:
         """0 when unknown, as ``ra_log_snapshot_state:smallest/2``."""
         return self.snapshot_state.get(uid, 0)
 
-    def set_snapshot_index(self, uid: str, snap_idx: int) -> None:
-        self.snapshot_state[uid] = snap_idx + 1
+    def set_snapshot_index(self, uid: str, snap_idx: int, smallest: int | None = None) -> None:
+        """Record a snapshot at `snap_idx`; `smallest` is its smallest live index
+        when it keeps entries below it (the WAL and the segment writer keep
+        everything from there on)."""
+        self.snapshot_state[uid] = snap_idx + 1 if smallest is None else min(smallest,
+                                                                             snap_idx + 1)
 
     def register(self, uid: str, pid: Any) -> None:
         """Name the process that receives this uid's log events."""

@@ -45,7 +45,8 @@ class WriterLog:
         self.last = idx
 
     def truncate_below(self, snap_idx: int) -> None:
-        """Entries at or below a snapshot are not needed any more."""
+        """Entries at or below a snapshot are not needed any more (the snapshot's live
+        entries are kept apart, with the snapshot)."""
         for idx in range(self.first, min(snap_idx, self.last) + 1):
             self.entries.pop(idx, None)
         self.first = max(self.first, snap_idx + 1)
@@ -71,6 +72,8 @@ class MemoryDisk:
     recovery_checkpoints: dict[str, Snapshot] = field(default_factory=dict)
     #: ``ra_log_snapshot_state``: uid -> snapshot index (the WAL drops entries at or below)
     snapshot_index: dict[str, int] = field(default_factory=dict)
+    #: uid -> the entries kept below its snapshot at the snapshot's live indexes
+    live_entries: dict[str, list[Entry]] = field(default_factory=dict)
     #: ``ra_log_meta``: uid -> {"current_term", "voted_for", "last_applied"}
     meta: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the persisted ``config`` file of every server: uid -> server config
@@ -86,8 +89,10 @@ class MemoryDisk:
         snap = self.snapshot_index.get(uid)
         return 0 if snap is None else snap + 1
 
-    def save_snapshot(self, uid: str, snap: Snapshot | None, checkpoints: list[Snapshot]) -> None:
+    def save_snapshot(self, uid: str, snap: Snapshot | None, checkpoints: list[Snapshot],
+                      live_entries: list[Entry] | None = None) -> None:
         self.snapshots[uid] = (snap, list(checkpoints))
+        self.live_entries[uid] = list(live_entries or [])
         if snap is not None:
             snap_idx = int(snap[0]["index"])
             self.snapshot_index[uid] = snap_idx
@@ -135,7 +140,8 @@ class MemoryDisk:
         wlog = self.wal.get(uid)
         entries = wlog.contiguous(start) if wlog is not None else []
         log = MemoryLog(entries, snapshot=snap, checkpoints=ckpts,
-                        recovery_checkpoint=self.recovery_checkpoints.get(uid), **log_args)
+                        recovery_checkpoint=self.recovery_checkpoints.get(uid),
+                        live_entries=self.live_entries.get(uid), **log_args)
         log.take_wal_writes()
         return log
 
@@ -145,6 +151,7 @@ class MemoryDisk:
         self.snapshots.pop(uid, None)
         self.recovery_checkpoints.pop(uid, None)
         self.snapshot_index.pop(uid, None)
+        self.live_entries.pop(uid, None)
         self.meta.pop(uid, None)
         self.configs.pop(uid, None)
         for name, known in list(self.names.items()):

@@ -394,6 +394,13 @@ class RaServerProc:
             case "machine_version":
                 # what this member's code supports (Ra asks `ra_machine:version/1` on its node)
                 self.reply(from_, ("ok", s.cfg.machine_version))
+            case ("counters", keys):
+                # ``ra_counters:counters(Id, Keys)``: a snapshot sender asks for last_applied
+                values = {"last_applied": s.last_applied, "commit_index": s.commit_index}
+                self.reply(from_, {k: values[k] for k in keys if k in values})
+            case ("read_entries", idxs):
+                # a snapshot sender reads the live entries it sends in ``pre`` chunks
+                self.reply(from_, ("ok", s.log.sparse_read(idxs)))
             case ("aux_command", cmd):
                 wrap = isinstance(cmd, tuple) and len(cmd) == 2 and cmd[0] == "$wrap_reply"
                 reply, effects = self.aux(("call", from_), cmd[1] if wrap else cmd)
@@ -837,7 +844,8 @@ class RaServerProc:
         log = self.s.log
         mark = log.snapshot_mark()
         if mark != self._persisted_snap:
-            self.system.disk.save_snapshot(self.uid, log.current_snapshot(), log.checkpoints())
+            self.system.disk.save_snapshot(self.uid, log.current_snapshot(), log.checkpoints(),
+                                           getattr(log, "live_entries", list)())
             self._persisted_snap = mark
 
     # --------------------------------------------------------- replies etc.

@@ -270,6 +270,6 @@ def _start_snapshot_sender(proc: RaServerProc, peer: Any, term: int) -> None:
     meta, mac_state = snap
     pid, ref = actors.spawn_monitor(
         send_snapshot, proc.pid, proc.id, peer, meta, mac_state, term,
-        proc.snapshot_chunk_size, proc.install_snap_rpc_timeout)
+        proc.snapshot_chunk_size, proc.install_snap_rpc_timeout, s.log.live_indexes())
     proc.monitors[ref] = ("snapshot_sender", pid)
     server.update_peer(peer, s, status=("sending_snapshot", pid, attempt))

@@ -13,12 +13,16 @@ and ``no_snapshot_sends`` waits until the leader is not streaming a snapshot
 (replacing it mid-stream would waste the transfer). An unmet hint is stashed
 in ``pending_release_cursor`` (a newer one replaces it) and re-checked after
 written events, applies and snapshot-send completions.
+
+The machine's live indexes for the state (``ra_machine:live_indexes``) go with
+every snapshot and checkpoint write: the log keeps those entries below it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ra import machine as ra_machine
 from ra.effect_types import Effect
 from ra.state import ServerState, dehydrate
 
@@ -45,9 +49,16 @@ def check_condition(cond: Any, s: ServerState) -> bool:
     raise ValueError(f"unknown release_cursor condition {cond!r}")
 
 
+def live_indexes(ver: int, mac_state: Any, s: ServerState) -> list[int]:
+    """The live indexes of `mac_state` as the machine of version `ver` names them."""
+    module = ra_machine.which_module(s.cfg.machine, ver)
+    return sorted(int(i) for i in ra_machine.live_indexes(module, mac_state))
+
+
 def _do_update(idx: int, mac_state: Any, s: ServerState) -> Effects:
     ver = index_machine_version(idx, s)
-    return s.log.update_release_cursor(idx, dehydrate(s.cluster), ver, mac_state)
+    return s.log.update_release_cursor(idx, dehydrate(s.cluster), ver, mac_state,
+                                       live_indexes(ver, mac_state, s))
 
 
 def update_release_cursor(
@@ -74,7 +85,8 @@ def maybe_emit_pending_release_cursor(s: ServerState, effects: Effects) -> Effec
 
 def checkpoint(idx: int, mac_state: Any, s: ServerState) -> Effects:
     ver = index_machine_version(idx, s)
-    return s.log.checkpoint(idx, dehydrate(s.cluster), ver, mac_state)
+    return s.log.checkpoint(idx, dehydrate(s.cluster), ver, mac_state,
+                            live_indexes(ver, mac_state, s))
 
 
 def promote_checkpoint(idx: int, s: ServerState) -> Effects:

@@ -8,6 +8,11 @@ never sees half a segment. Layout:
     count x (u64 term | u64 offset | u32 length | u32 crc32)   -- the index
     count x pickled command (protocol 5)                        -- the data
 
+A major compaction rewrites a segment below a snapshot keeping only the
+entries the machine still needs (its live indexes); such a *sparse* segment
+is version 2, whose index records also carry each entry's raft index
+(``u64 index | u64 term | u64 offset | u32 length | u32 crc32``).
+
 Terms live in the index, so `fetch_term` (used by every AppendEntries check)
 reads no command data. Files are named ``NNNNNNNNNNNNNNNN.segment`` (16
 decimal digits, increasing per server) and the order of the numbers is the
@@ -17,6 +22,8 @@ whatever older segments hold at or above its first index, gives the log.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import pickle
 import struct
@@ -32,8 +39,10 @@ from ra.types import Entry
 
 MAGIC = b"WSEG"
 VERSION = 1
+SPARSE_VERSION = 2
 _HEAD = struct.Struct(">4sBIQ")
 _IDX = struct.Struct(">QQII")
+_SPARSE_IDX = struct.Struct(">QQQII")
 
 DEFAULT_SEGMENT_MAX_ENTRIES = 4096
 DEFAULT_SEGMENT_MAX_SIZE_BYTES = 64_000_000
@@ -82,6 +91,30 @@ def encode(entries: list[Entry], checksums: bool = True) -> bytes:
     return b"".join([_HEAD.pack(MAGIC, VERSION, len(entries), first), bytes(index), *blobs])
 
 
+def encode_sparse(entries: list[Entry], checksums: bool = True) -> bytes:
+    """The bytes of a sparse segment holding `entries` (ascending, non-empty)."""
+    for prev, entry in itertools.pairwise(entries):
+        if entry[0] <= prev[0]:
+            raise ValueError(f"sparse segment entries not ascending at {entry[0]}")
+    blobs = [pickle.dumps(e[2], protocol=5) for e in entries]
+    offset = _HEAD.size + _SPARSE_IDX.size * len(entries)
+    index = bytearray()
+    for entry, blob in zip(entries, blobs, strict=True):
+        crc = zlib.crc32(blob) if checksums else 0
+        index += _SPARSE_IDX.pack(entry[0], entry[1], offset, len(blob), crc)
+        offset += len(blob)
+    head = _HEAD.pack(MAGIC, SPARSE_VERSION, len(entries), entries[0][0])
+    return b"".join([head, bytes(index), *blobs])
+
+
+def rewrite_sparse(path: str, entries: list[Entry], *, checksums: bool = True,
+                   fsync: Callable[[int], None] = os.fsync) -> SegRef:
+    """Replace the segment at `path` by a sparse one holding only `entries`
+    (written aside, fsynced, renamed over it); its new ref. Runs off the hub."""
+    replace_file(path, encode_sparse(entries, checksums), fsync)
+    return (os.path.basename(path), (entries[0][0], entries[-1][0]))
+
+
 def write(directory: str, seg_no: int, entries: list[Entry], *, checksums: bool = True,
           fsync: Callable[[int], None] = os.fsync) -> SegRef:
     """Write one segment durably; returns its ref. Runs off the hub."""
@@ -125,10 +158,32 @@ class SegmentIndex:
     offsets: array[int]
     lengths: array[int]
     crcs: array[int]
+    #: the raft index of every entry of a sparse segment (None: contiguous from `first`)
+    idxs: array[int] | None = None
 
     @property
     def last(self) -> int:
+        if self.idxs is not None:
+            return self.idxs[-1]
         return self.first + len(self.terms) - 1
+
+    def pos(self, idx: int) -> int:
+        """Where entry `idx` sits in the index; KeyError if the segment lacks it."""
+        if self.idxs is None:
+            n = idx - self.first
+            if 0 <= n < len(self.terms):
+                return n
+        else:
+            n = bisect.bisect_left(self.idxs, idx)
+            if n < len(self.idxs) and self.idxs[n] == idx:
+                return n
+        raise KeyError(f"{self.path}: no entry at index {idx}")
+
+    def indexes(self) -> list[int]:
+        """Every raft index the segment holds, ascending."""
+        if self.idxs is not None:
+            return list(self.idxs)
+        return list(range(self.first, self.last + 1))
 
 
 def read_index(path: str) -> SegmentIndex:
@@ -137,19 +192,29 @@ def read_index(path: str) -> SegmentIndex:
         if len(head) < _HEAD.size:
             raise SegmentCorrupt(f"{path}: short header")
         magic, version, count, first = _HEAD.unpack(head)
-        if magic != MAGIC or version != VERSION or count == 0:
+        if magic != MAGIC or version not in (VERSION, SPARSE_VERSION) or count == 0:
             raise SegmentCorrupt(f"{path}: bad header")
-        raw = f.read(_IDX.size * count)
-    if len(raw) < _IDX.size * count:
+        rec = _IDX if version == VERSION else _SPARSE_IDX
+        raw = f.read(rec.size * count)
+    if len(raw) < rec.size * count:
         raise SegmentCorrupt(f"{path}: short index")
     terms, offsets = array("Q"), array("Q")
     lengths, crcs = array("I"), array("I")
-    for term, offset, length, crc in _IDX.iter_unpack(raw):
+    if version == VERSION:
+        for term, offset, length, crc in _IDX.iter_unpack(raw):
+            terms.append(term)
+            offsets.append(offset)
+            lengths.append(length)
+            crcs.append(crc)
+        return SegmentIndex(path, first, terms, offsets, lengths, crcs)
+    idxs = array("Q")
+    for idx, term, offset, length, crc in _SPARSE_IDX.iter_unpack(raw):
+        idxs.append(idx)
         terms.append(term)
         offsets.append(offset)
         lengths.append(length)
         crcs.append(crc)
-    return SegmentIndex(path, first, terms, offsets, lengths, crcs)
+    return SegmentIndex(path, first, terms, offsets, lengths, crcs, idxs)
 
 
 class SegmentReader:
@@ -175,12 +240,19 @@ class SegmentReader:
 
     def term(self, path: str, idx: int) -> int:
         seg = self.index(path)
-        return seg.terms[idx - seg.first]
+        return seg.terms[seg.pos(idx)]
 
     def read(self, path: str, lo: int, hi: int) -> list[Entry]:
-        """Entries ``lo..hi`` (inclusive, within the segment) with one read."""
+        """Entries ``lo..hi`` (inclusive, within the segment) with one read; a sparse
+        segment gives those of its entries that lie in the range."""
         seg = self.index(path)
-        a, b = lo - seg.first, hi - seg.first
+        if seg.idxs is not None:
+            a = bisect.bisect_left(seg.idxs, lo)
+            b = bisect.bisect_right(seg.idxs, hi) - 1
+            if b < a:
+                return []
+        else:
+            a, b = lo - seg.first, hi - seg.first
         start = seg.offsets[a]
         end = seg.offsets[b] + seg.lengths[b]
         fd = os.open(path, os.O_RDONLY)
@@ -192,7 +264,8 @@ class SegmentReader:
         for n in range(a, b + 1):
             off = seg.offsets[n] - start
             blob = data[off: off + seg.lengths[n]]
+            idx = seg.first + n if seg.idxs is None else seg.idxs[n]
             if seg.crcs[n] and zlib.crc32(blob) != seg.crcs[n]:
-                raise SegmentCorrupt(f"{path}: checksum failure at index {seg.first + n}")
-            out.append((seg.first + n, seg.terms[n], stored_terms.loads(blob)))
+                raise SegmentCorrupt(f"{path}: checksum failure at index {idx}")
+            out.append((idx, seg.terms[n], stored_terms.loads(blob)))
         return out

@@ -1128,7 +1128,13 @@ def _receive_chunk(rpc: InstallSnapshotRpc, s: ServerState) -> Result:
     assert acc.idxterm() == (snap_idx, snap_term), "chunk of another snapshot"
     update_term(rpc.term, s)
     if flag == PRE:
-        raise NotImplementedError("live-index (pre phase) snapshots are not modelled")
+        # live entries below the snapshot the follower lacks: written past its log's
+        # end, leaving gaps (those above last_applied only: the rest it holds)
+        for entry in rpc.data:
+            if entry[0] > s.last_applied and entry[0] > s.log.last_index_term()[0]:
+                s.log.write_sparse(tuple(entry))
+        s.snapshot_phase = PRE
+        return RECEIVE_SNAPSHOT, s, [("reply", reply)]
     if flag == NEXT:
         acc.accept_chunk(num, rpc.data)
         s.snapshot_phase = NEXT
@@ -1152,7 +1158,8 @@ def _complete_snapshot(
         cfg.machine_versions.insert(0, (snap_idx, snap_ver))
         cfg.effective_machine_module = ra_machine.which_module(cfg.machine, snap_ver)
     module = cfg.effective_machine_module
-    log_effects = s.log.install_snapshot(dict(meta), mac_state)
+    live = sorted(int(i) for i in ra_machine.live_indexes(module, mac_state))
+    log_effects = s.log.install_snapshot(dict(meta), mac_state, live)
     old_state = s.machine_state
     installed = ra_machine.call_snapshot_installed(module, dict(meta), mac_state,
                                                    old_meta, old_state)

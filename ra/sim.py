@@ -483,12 +483,14 @@ class Sim:
 
     def _bg_work(self, srv: SimServer, job: Any) -> None:
         """The worker writes (or promotes) a snapshot, then reports it written."""
+        live: list[int] = []
         match job:
-            case ("write_snapshot", kind, meta, _state):
+            case ("write_snapshot", kind, meta, _state, *rest):
                 idxterm = (meta["index"], meta["term"])
+                live = list(rest[0]) if rest else []
             case ("promote_checkpoint", idxterm):
                 kind = "snapshot"
-        evt: tuple[Any, ...] = ("snapshot_written", idxterm, [], kind)
+        evt: tuple[Any, ...] = ("snapshot_written", idxterm, live, kind)
         delay = self.rng.randint(*self.wal_delay)
         self._schedule(delay, "msg", srv.sid, (("ra_log_event", evt), "cast"))
 
@@ -504,7 +506,15 @@ class Sim:
         meta, mac_state = snap
         self._seq += 1
         sender_id = (f"snapshot_sender{self._seq}", srv.sid[1])
-        rpcs = list(ra_snapshot.install_snapshot_rpcs(
+        rpcs = []
+        live = st.log.live_indexes()
+        if live:
+            # the init and pre phases, with the live entries the peer lacks as it is now
+            rpcs.append(ra_snapshot.init_rpc(meta, term, srv.sid))
+            lacking = [i for chunk in ra_snapshot.live_to_send(
+                live, self.servers[peer].state.last_applied) for i in chunk]
+            rpcs.extend(ra_snapshot.pre_rpcs(meta, term, srv.sid, st.log.sparse_read(lacking)))
+        rpcs.extend(ra_snapshot.install_snapshot_rpcs(
             meta, mac_state, term, srv.sid, self.snapshot_chunk_size))
         sender = SnapshotSender(sender_id, srv.sid, peer, rpcs)
         self.senders[sender_id] = sender

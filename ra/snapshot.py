@@ -6,6 +6,11 @@ into ``snapshot_chunk_size`` pieces sent as ``{1, next}`` ... ``{N, last}``
 ignores resends of older ones, and only on ``last`` turns the bytes back into
 a machine state. Keeping the byte form (rather than handing the state object
 over) means the chunk semantics are exercised exactly as on the wire.
+
+A snapshot with live indexes goes in two phases more, first: ``{0, init}``
+(the receiver drops its log above its ``last_applied``), then ``{0, pre}``
+calls of up to 16 live entries each, only those above the receiver's
+``last_applied`` (it holds the rest), which it writes sparsely.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ DEFAULT_SNAPSHOT_CHUNK_SIZE = 1_000_000
 DEFAULT_INSTALL_SNAP_RPC_TIMEOUT = 120_000
 #: ``receive_snapshot_timeout`` default (ms), reset by every chunk.
 DEFAULT_RECEIVE_SNAPSHOT_TIMEOUT = 30_000
+
+#: live entries per ``pre`` call (Ra's ``ra_seq:list_chunk(16, ...)``)
+PRE_CHUNK_ENTRIES = 16
 
 INIT = "init"
 PRE = "pre"
@@ -51,6 +59,26 @@ def chunks(data: bytes, chunk_size: int) -> list[tuple[tuple[int, str], bytes]]:
     return out
 
 
+def init_rpc(meta: dict[str, Any], term: int, leader_id: ServerId) -> InstallSnapshotRpc:
+    """``{0, init}``: a snapshot with live entries is coming."""
+    return InstallSnapshotRpc(term=term, leader_id=leader_id, meta=meta,
+                              chunk_state=(0, INIT), data=b"")
+
+
+def pre_rpcs(meta: dict[str, Any], term: int, leader_id: ServerId,
+             entries: list[Any]) -> Iterator[InstallSnapshotRpc]:
+    """``{0, pre}`` calls carrying `entries` (ascending), `PRE_CHUNK_ENTRIES` each."""
+    for i in range(0, len(entries), PRE_CHUNK_ENTRIES):
+        yield InstallSnapshotRpc(term=term, leader_id=leader_id, meta=meta,
+                                 chunk_state=(0, PRE), data=entries[i:i + PRE_CHUNK_ENTRIES])
+
+
+def live_to_send(live: list[int], last_applied: int) -> list[list[int]]:
+    """The live indexes a receiver at `last_applied` lacks, in ``pre`` chunks."""
+    todo = [i for i in live if i > last_applied]
+    return [todo[i:i + PRE_CHUNK_ENTRIES] for i in range(0, len(todo), PRE_CHUNK_ENTRIES)]
+
+
 def install_snapshot_rpcs(
     meta: dict[str, Any],
     mac_state: Any,
@@ -58,8 +86,8 @@ def install_snapshot_rpcs(
     leader_id: ServerId,
     chunk_size: int = DEFAULT_SNAPSHOT_CHUNK_SIZE,
 ) -> Iterator[InstallSnapshotRpc]:
-    """The calls a snapshot sender makes, in order (plain-Raft case: no live indexes,
-    so there is no ``init``/``pre`` phase)."""
+    """The ``next``/``last`` calls carrying the snapshot's bytes, in order (after the
+    ``init``/``pre`` phase, if the snapshot has live entries)."""
     for chunk_state, piece in chunks(encode_state(mac_state), chunk_size):
         yield InstallSnapshotRpc(term=term, leader_id=leader_id, meta=meta,
                                  chunk_state=chunk_state, data=piece)

@@ -14,6 +14,12 @@ recovery deletes; a write that fails (the process lives on) deletes its
 ``.tmp`` directory at once. Snapshots are fsynced before the rename; checkpoints are
 not (Ra writes them without fsync and fsyncs only on promotion). Invalid
 snapshot directories are deleted at recovery and the next older one is used.
+
+A snapshot whose machine keeps *live indexes* (log entries below the snapshot
+it still needs) has them in a second file, ``live_indexes`` (a pickled
+ascending list), written inside the same temporary directory, so the two
+appear together; recovery reads them back to know which entries below the
+snapshot the log must keep.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ log = logging.getLogger("warren.ra.snapshot")
 MAGIC = b"RASN"
 VERSION = 1
 FILE = "snapshot.dat"
+LIVE_FILE = "live_indexes"
 SNAPSHOTS = "snapshots"
 CHECKPOINTS = "checkpoints"
 RECOVERY_CHECKPOINT = "recovery_checkpoint"
@@ -85,8 +92,9 @@ def decode(data: bytes) -> Snapshot:
 
 
 def write(base: str, kind_dir: str, meta: dict[str, Any], state: Any, *, sync: bool,
-          fsync: Callable[[int], None] = os.fsync) -> str:
-    """Write a snapshot (or checkpoint) under ``base/kind_dir``; returns its directory."""
+          fsync: Callable[[int], None] = os.fsync, live: list[int] | None = None) -> str:
+    """Write a snapshot (or checkpoint) under ``base/kind_dir``, with its live
+    indexes when there are any; returns its directory."""
     parent = os.path.join(base, kind_dir)
     make_dirs(parent)
     final = os.path.join(parent, dir_name(int(meta["index"]), int(meta["term"])))
@@ -95,6 +103,9 @@ def write(base: str, kind_dir: str, meta: dict[str, Any], state: Any, *, sync: b
     make_dirs(tmp)
     try:
         write_file(os.path.join(tmp, FILE), encode(meta, state), fsync if sync else None)
+        if live:
+            write_file(os.path.join(tmp, LIVE_FILE), pickle.dumps(list(live), protocol=5),
+                       fsync if sync else None)
     except BaseException:
         # as Ra deletes a pending snapshot's directory when its write fails
         shutil.rmtree(tmp, ignore_errors=True)
@@ -115,11 +126,17 @@ def promote(base: str, idx: int, term: int, *,
     """Turn checkpoint ``(idx, term)`` into a snapshot: fsync it, move it into ``snapshots/``."""
     name = dir_name(idx, term)
     src = os.path.join(base, CHECKPOINTS, name)
-    fd = os.open(os.path.join(src, FILE), os.O_RDONLY)
-    try:
-        fsync(fd)
-    finally:
-        os.close(fd)
+    for file in (FILE, LIVE_FILE):
+        try:
+            fd = os.open(os.path.join(src, file), os.O_RDONLY)
+        except FileNotFoundError:
+            if file == FILE:
+                raise
+            continue
+        try:
+            fsync(fd)
+        finally:
+            os.close(fd)
     parent = os.path.join(base, SNAPSHOTS)
     make_dirs(parent)
     dst = os.path.join(parent, name)
@@ -127,6 +144,20 @@ def promote(base: str, idx: int, term: int, *,
     os.replace(src, dst)
     fsync_dir(parent)
     return dst
+
+
+def read_live(path: str) -> list[int]:
+    """The live indexes kept with the snapshot in directory `path` ([]: none)."""
+    try:
+        with open(os.path.join(path, LIVE_FILE), "rb") as f:
+            return [int(i) for i in pickle.loads(f.read())]
+    except FileNotFoundError:
+        return []
+
+
+def live_of(base: str, kind_dir: str, idx: int, term: int) -> list[int]:
+    """The live indexes of snapshot (or checkpoint) ``(idx, term)`` under ``base/kind_dir``."""
+    return read_live(os.path.join(base, kind_dir, dir_name(idx, term)))
 
 
 def read(path: str) -> Snapshot:

@@ -373,8 +373,8 @@ def test_unexpected_init_restarts_the_receive() -> None:
 
 
 def test_init_then_pre_phase_of_a_live_index_snapshot() -> None:
-    # a follower past an init chunk waits for the live entries; warren's machines keep
-    # no live indexes, so its senders never send a pre chunk and one cannot be taken
+    # a follower past an init chunk waits for the live entries, and writes those above
+    # its last_applied sparsely past its log's end
     st = server(S3, log=entries(1, 1, 1), term=1)
     core.handle("follower", AppendEntriesRpc(1, S1, 2, 3, 1, ()), st)
     init_rpc = InstallSnapshotRpc(2, S1, meta(8, 1), (0, "init"), [])
@@ -384,9 +384,14 @@ def test_init_then_pre_phase_of_a_live_index_snapshot() -> None:
     assert st.log.last_index_term() == (2, 1)  # reset to last_applied
     role, st, effects = core.handle(role, init_rpc, st)
     assert (role, effects) == ("receive_snapshot", [("reply", InstallSnapshotResult(2, 8, 1))])
-    pre = InstallSnapshotRpc(2, S1, meta(8, 1), (0, "pre"), [(3, 1, ("usr", {}, 1, "noreply"))])
-    with pytest.raises(NotImplementedError):
-        core.handle(role, pre, st)
+    pre = InstallSnapshotRpc(2, S1, meta(8, 1), (0, "pre"),
+                             [(2, 1, ("usr", {}, 0, "noreply")), (5, 1, ("usr", {}, 1, "noreply"))])
+    role, st, effects = core.handle(role, pre, st)
+    assert (role, st.snapshot_phase) == ("receive_snapshot", "pre")
+    assert effects == [("reply", InstallSnapshotResult(2, 8, 1))]
+    # 2 is at last_applied (the follower holds it); 5 is written, leaving a gap
+    assert st.log.fetch(5) == (5, 1, ("usr", {}, 1, "noreply"))
+    assert st.log.last_index_term() == (5, 1)
 
 
 def test_a_pre_chunk_does_not_start_an_install_on_a_follower() -> None:
