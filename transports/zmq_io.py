@@ -183,6 +183,12 @@ class _Link:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _has_callbacks(loop: Any) -> bool:
+    """Whether gevent has callbacks queued on `loop` (its ``_callbacks``: the same
+    attribute in its Cython and CFFI loops)."""
+    return bool(loop._callbacks)
+
+
 def peer_endpoint(peer: str) -> str:
     """``name@host:port`` → ``tcp://host:port`` (the address is in the name)."""
     _, _, addr = peer.partition("@")
@@ -738,6 +744,44 @@ class HubIoLoop(IoLoop):
         self._register(self._router)
         self._register(self._router_mon)
         self._schedule()
+        self._lap_due = False
+        # started after gevent's own, so it runs before gevent's callbacks (libev
+        # invokes the prepare watchers last started first)
+        self._prepare = loop.prepare(ref=False)
+        self._prepare.start(self._arm_lap)
+
+    def _arm_lap(self) -> None:
+        """Before libev polls: when callbacks are queued (processes woke each other and
+        will keep the hub busy), a look at the sockets goes among them.
+
+        gevent runs queued callbacks, and those they queue, until none is left, and
+        lets libev poll the descriptors only between groups of 50 once its switch
+        interval (5 ms) has passed. On a busy node (a publisher's reader, its channel
+        and a queue waking each other for as long as the client sends) that is a
+        poll every 50 process runs, tens of milliseconds apart or more, while the
+        frames of the other nodes (a remote consumer's acks, its ``notify_sent``) wait
+        in the sockets. The BEAM's schedulers check I/O between processes; here
+        `_lap` does so once per round of the queued callbacks."""
+        if not self._lap_due and _has_callbacks(self._loop):
+            self._lap_due = True
+            self._loop.run_callback(self._lap)
+
+    def _lap(self) -> None:
+        """Read the sockets holding input, then come round again while the hub is
+        busy; an idle hub polls its descriptors itself."""
+        self._lap_due = False
+        if self._stopping or self.done:
+            return
+        if self._router_has_input() or any(
+                link.sock is not None and not link.sock.closed and _has_input(link.sock)
+                for link in self._links.values() if link.outgoing):
+            self._hub_round()
+        if _has_callbacks(self._loop):
+            self._lap_due = True
+            self._loop.run_callback(self._lap)
+
+    def _router_has_input(self) -> bool:
+        return not self._router.closed and _has_input(self._router)
 
     def submit(self, cmd: tuple[Any, ...]) -> None:
         """Run one command at once (called on the hub, like everything here)."""
@@ -862,6 +906,8 @@ class HubIoLoop(IoLoop):
         terminating the context waits for the CLOSE frames' linger."""
         for sock in list(self._watchers):
             self._unregister(sock)
+        self._prepare.stop()
+        self._prepare.close()
         if self._timer is not None:
             self._timer.stop()
             self._timer.close()

@@ -18,11 +18,12 @@ from typing import Any
 import cloudpickle
 import gevent
 import pytest
+from gevent.monkey import get_original
 
 from actors import Node, api
 from transports.tick import TickConfig
 from transports.zmq import ZmqTransport, node_process_io
-from transports.zmq_io import HubIoLoop
+from transports.zmq_io import HubIoLoop, _has_input
 from transports.zmq_node import free_port
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -106,6 +107,45 @@ def test_many_small_round_trips_never_stall(pair: tuple[Node, Node]) -> None:
         for i in range(2_000):
             api.send(peer, i)
             assert _recv(5_000) == ("pong", i)
+
+
+def test_a_busy_hub_reads_a_waiting_frame_within_a_lap_of_its_callbacks(
+    pair: tuple[Node, Node],
+) -> None:
+    """Processes that keep waking each other keep gevent running callbacks, and
+    gevent lets libev poll the descriptors only between groups of 50 of them (and
+    only once its switch interval has passed). A frame from a peer that waits in
+    the socket meanwhile is read within a lap of the busy hub's callbacks, not
+    after the busy spell, as the BEAM's schedulers check I/O between processes."""
+    a, b = pair
+    real_sleep = get_original("time", "sleep")
+    loop = gevent.get_hub().loop
+    with a.attached() as me:
+        assert a.ping(b.name) == "pong"
+        while not b.is_connected(a.name):  # the session is up on both sides
+            api.sleep(10)
+        io = a.transport._io  # type: ignore[union-attr]
+        link = io._links[b.name]
+        sock = link.sock if link.outgoing else io._router
+        steps: list[int] = []
+
+        def busy(i: int) -> None:
+            if i == 0:  # the frame waits in a's socket before the busy spell goes on
+                for _ in range(10_000):
+                    if _has_input(sock):
+                        break
+                    real_sleep(0.001)
+            steps.append(i)
+            if i < 500:
+                loop.run_callback(busy, i + 1)
+            else:
+                io.refresh()  # whatever is still waiting is read now, at the latest
+
+        b.send(me.pid, "from b")
+        loop.run_callback(busy, 0)
+        assert _recv() == "from b"
+        read_after = len(steps)
+    assert read_after < 10, f"the frame was read only after {read_after} callbacks"
 
 
 def test_an_idle_session_does_not_spin(pair: tuple[Node, Node]) -> None:
