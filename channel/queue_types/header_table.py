@@ -8,7 +8,9 @@ annotation; its `time` is a timestamp (`T`), the texts long strings (`S`).
 pamqp instead picks the smallest integer type that holds the value (`b` for
 0), and re-encodes a client's own headers the same way, so the table is built
 here: the broker's headers first, in RabbitMQ's types, then the publisher's
-entries byte for byte as they came, as RabbitMQ keeps a client's table.
+entries byte for byte as they came, as RabbitMQ keeps a client's table. For the
+same reason a dead letter loses its `expiration` property by cutting it out of
+the property bytes (`drop_expiration`), never by encoding the properties again.
 
 Pure: bytes in, bytes out.
 """
@@ -21,10 +23,15 @@ from typing import Any
 
 from pamqp import encode
 
-__all__ = ["Long", "drop_header", "with_headers"]
+__all__ = ["Long", "drop_expiration", "drop_header", "with_headers"]
 
 #: property flag bits of basic's first three properties
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS = 1 << 15, 1 << 14, 1 << 13
+#: basic's properties up to `expiration`, in flag-bit order, with their encoding:
+#: a short string, an octet, or a table
+_UP_TO_EXPIRATION = ((15, "shortstr"), (14, "shortstr"), (13, "table"), (12, "octet"),
+                     (11, "octet"), (10, "shortstr"), (9, "shortstr"))
+_EXPIRATION = 1 << 8
 
 #: the width of each fixed-size field value (AMQP 0-9-1 with RabbitMQ's errata)
 _WIDTH = {b"t": 1, b"b": 1, b"B": 1, b"s": 2, b"u": 2, b"I": 4, b"i": 4, b"l": 8,
@@ -58,6 +65,32 @@ def drop_header(properties_bin: bytes, name: str) -> bytes:
         return properties_bin
     table = b"".join(raw for n, raw in entries if n != name)
     return _replace(properties_bin, flags, start, end, table)
+
+
+def drop_expiration(properties_bin: bytes) -> bytes:
+    """The properties without `expiration` (unchanged when it is absent), every other
+    property, the headers table included, byte for byte as it was."""
+    flags = struct.unpack_from(">H", properties_bin, 0)[0]
+    if not flags & _EXPIRATION:
+        return properties_bin
+    if flags & 1:
+        raise ValueError("basic properties never need a second flag word")
+    at = 2
+    for bit, kind in _UP_TO_EXPIRATION:
+        if flags & (1 << bit):
+            at += _property_width(kind, properties_bin, at)
+    end = at + _property_width("shortstr", properties_bin, at)
+    return (struct.pack(">H", flags & ~_EXPIRATION) + properties_bin[2:at]
+            + properties_bin[end:])
+
+
+def _property_width(kind: str, data: bytes, at: int) -> int:
+    """How many bytes the property of encoding `kind` at `at` takes."""
+    if kind == "octet":
+        return 1
+    if kind == "shortstr":
+        return 1 + data[at]
+    return 4 + struct.unpack_from(">I", data, at)[0]
 
 
 def _locate(properties_bin: bytes) -> tuple[int, int, int]:

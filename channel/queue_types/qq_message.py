@@ -22,7 +22,7 @@ from actors.wire import wire_record
 from channel.protocol.framing import Content
 from channel.queue_types import qq_death
 from channel.queue_types.backend import Message
-from channel.queue_types.header_table import Long, with_headers
+from channel.queue_types.header_table import Long, drop_expiration, with_headers
 from channel.queue_types.qq_death import Deaths
 
 __all__ = ["QqMessage"]
@@ -99,11 +99,10 @@ class QqMessage:
         expiration = props.expiration
         deaths = qq_death.record(self.deaths, reason, queue, self.exchange, shown,
                                  expiration, now_ms)
-        properties_bin = self.properties_bin
-        if expiration is not None:
-            props.expiration = None
-            properties_bin = props.marshal()
-        return replace(self, deaths=deaths, ttl=None, properties_bin=properties_bin)
+        # cut out of the bytes: encoding the properties again would change the
+        # publisher's header field types (a short as a byte, a double as a float)
+        return replace(self, deaths=deaths, ttl=None,
+                       properties_bin=drop_expiration(self.properties_bin))
 
     def headers(self) -> dict[str, Any]:
         """The headers table as a consumer will see it (routing by headers exchanges)."""

@@ -8,13 +8,15 @@ with the types the publisher gave them.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pika
+import pytest
 
 from channel.protocol.framing import Content
 from channel.queue_types.backend import Message
-from channel.queue_types.header_table import drop_header, with_headers
+from channel.queue_types.header_table import drop_expiration, drop_header, with_headers
 from channel.queue_types.qq_message import QqMessage
 from tests.differential.wire_types import header_types
 
@@ -80,3 +82,63 @@ def test_dropping_a_header_keeps_the_rest_as_sent() -> None:
     assert Content(raw).properties().content_type == "text/plain"
     assert drop_header(raw, "CC") == raw
     assert with_headers(raw, {}) == raw
+
+
+#: one header of every AMQP field type, as a publisher that picks its types writes
+#: them (pika would write its integers as `I` or `l` and its floats as `d`)
+EVERY_TYPE = {
+    "t": b"t\x01", "b": b"b" + struct.pack(">b", -5), "B": b"B" + struct.pack(">B", 200),
+    "s": b"s" + struct.pack(">h", -300), "u": b"u" + struct.pack(">H", 60000),
+    "I": b"I" + struct.pack(">i", 1), "i": b"i" + struct.pack(">I", 3_000_000_000),
+    "l": b"l" + struct.pack(">q", 3), "f": b"f" + struct.pack(">f", 1.5),
+    "d": b"d" + struct.pack(">d", 2.25), "D": b"D" + struct.pack(">BI", 2, 12345),
+    "T": b"T" + struct.pack(">Q", 1_700_000_000), "S": b"S" + struct.pack(">I", 4) + b"text",
+    "x": b"x" + struct.pack(">I", 3) + b"abc", "V": b"V",
+    "A": b"A" + struct.pack(">I", 5) + b"b\x07" + b"s\x00\x08",
+    "F": b"F" + struct.pack(">I", 11) + b"\x02bb" + b"b\x09" + b"\x02ss" + b"s\x00\x02",
+}
+
+
+def shortstr(text: str) -> bytes:
+    return bytes([len(text)]) + text.encode()
+
+
+def with_every_type(expiration: str) -> QqMessage:
+    """A message whose headers hold every field type, published with `expiration`
+    between properties before and after it (content-type, headers; message-id,
+    timestamp, app-id)."""
+    table = b"".join(shortstr(name) + value for name, value in EVERY_TYPE.items())
+    flags = (1 << 15) | (1 << 13) | (1 << 8) | (1 << 7) | (1 << 6) | (1 << 3)
+    raw = (struct.pack(">H", flags) + shortstr("text/plain")
+           + struct.pack(">I", len(table)) + table + shortstr(expiration)
+           + shortstr("m1") + struct.pack(">Q", 1_700_000_001) + shortstr("app"))
+    return QqMessage.from_message(Message("", "src", Content(raw, b"body")))
+
+
+@pytest.mark.parametrize("reason", ["expired", "rejected", "maxlen", "delivery_limit"])
+def test_a_dead_letter_with_an_expiration_keeps_the_publishers_header_types(
+        reason: str) -> None:
+    # RabbitMQ 3.10.8 and 4.x give every one back in the type it was published in
+    msg = with_every_type(expiration="60000")
+    assert msg.mc_ttl() == 60000
+    dead = msg.mc_record_death(reason, "src", 1_700_000_000_123)
+    got = types(dead)
+    assert got is not None
+    assert {k: v for k, v in got.items() if not k.startswith("x-")} == {
+        "t": "t", "b": "b", "B": "B", "s": "s", "u": "u", "I": "I", "i": "i", "l": "l",
+        "f": "f", "d": "d", "D": "D", "T": "T", "S": "S", "x": "x", "V": "V",
+        "A": ["A", ["b", "s"]], "F": ["F", {"bb": "b", "ss": "s"}]}
+    props: Any = dead.to_message().content.properties()
+    assert props.headers["x-death"][0]["original-expiration"] == "60000"
+    assert (props.expiration, props.content_type, props.message_id, props.app_id,
+            props.timestamp.timestamp(), dead.mc_ttl()) == (
+        None, "text/plain", "m1", "app", 1_700_000_001, None)
+
+
+def test_dropping_the_expiration_keeps_every_other_property_byte_for_byte() -> None:
+    msg = with_every_type(expiration="5")
+    raw = drop_expiration(msg.properties_bin)
+    before, after = msg.properties_bin, raw
+    cut = before.index(shortstr("5") + shortstr("m1"))
+    assert after[2:] == before[2:cut] + before[cut + 2:]
+    assert drop_expiration(raw) == raw
