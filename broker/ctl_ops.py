@@ -21,6 +21,7 @@ from broker.formation import ping
 from broker.metadata import CLUSTER_NAME, classic_queues, effective_policy
 from broker.node import DLX_SUP, RA_SYSTEM
 from broker.policy_keys import MasterLocator
+from broker.queue_code import code_version
 from broker.queue_config import machine_config
 from broker.running import broker_of
 from channel.access.auth import User
@@ -30,6 +31,7 @@ from channel.limits.limits import USER_LIMITS, VHOST_LIMITS, validate_limits
 from channel.queue_types.queue_registry import QueueRecord
 from fifo import ra_glue
 from ra import api, directory
+from ra import system as ra_system
 from ra.disk_store import DiskStore
 from releases import WHEN_PERMITTED
 from supervision import supervisor
@@ -169,6 +171,32 @@ def quorum_status(vhost: str, name: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _joining_versions(record: QueueRecord, node: str) -> tuple[int, int]:
+    """The machine version of `node`'s code and the version a new member of the queue
+    there starts at.
+
+    `rabbit_quorum_queue:add_member` asks the new member's node for its
+    `rabbit_fifo:version()`, not the caller's, so on a cluster halfway through a
+    rolling upgrade a member added from a 4.2 node onto a 4.3 node runs 4.3's code.
+    Its effective version then comes from the queue's log, as every member's does: it
+    starts at the version in force where the leader's log begins (its oldest
+    `machine_versions` entry, a snapshot's or the queue's first), never above its
+    own code's, and moves on at each `{machine_version, Old, New}` entry it applies,
+    so it applies the queue's commands at the cluster's version and is upgraded
+    with the other members.
+    """
+    code = ra_system.rpc(node, code_version, timeout=INFO_TIMEOUT)
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise CtlError(f"cannot reach {node}: {code!r}", EX_UNAVAILABLE)
+    members = api.members(list(record.servers), INFO_TIMEOUT)
+    leader = members[2] if members[0] == "ok" else record.leader
+    overview = api.member_overview(leader, INFO_TIMEOUT) if leader is not None else None
+    if not isinstance(overview, dict) or not overview.get("machine_versions"):
+        return code, code
+    log_start = int(overview["machine_versions"][-1][1])
+    return code, min(code, log_start)
+
+
 def add_member(vhost: str, name: str, node: str) -> str:
     broker = broker_of()
     record = _record(vhost, name)
@@ -179,11 +207,13 @@ def add_member(vhost: str, name: str, node: str) -> str:
         raise CtlError(f"{node} is already a member of queue '{name}'")
     config = machine_config(record, int(actors.get_node().clock.system_time_ms()),
                             broker.release)
-    version = broker.registry.machine_version
-    machine = ra_glue.QueueMachine(config, version)
+    code, initial = _joining_versions(record, node)
+    # the new member's own node runs it on its release's code whatever this node's is
+    # (the Ra system's `machine_code`): the version here only names the code it asks for
+    machine = ra_glue.QueueMachine(config, code)
     server = {"id": new, "uid": api.new_uid(record.ra_name), "cluster_name": record.ra_name,
               "initial_members": [*record.servers, new], "machine": machine,
-              "initial_machine_version": version}
+              "initial_machine_version": initial}
     started = api.start_server(RA_SYSTEM, server)
     if started != "ok":
         raise CtlError(f"cannot start a member of '{name}' on {node}: {started!r}", 70)
