@@ -50,6 +50,7 @@ from channel.queue_types.backend import (
     Unblock,
 )
 from channel.queue_types.consumer_timeout import released_error, timed_out
+from channel.queue_types.header_table import drop_header
 from channel.queue_types.queue_args import MAX_EXPIRY
 
 __all__ = ["ChannelProcess", "ConnectionInfo", "channel_main", "parse_expiration"]
@@ -836,11 +837,10 @@ class ChannelProcess:
 
 
 def _without_bcc(content: Content) -> Content:
-    props = content.properties()
-    headers = dict(props.headers or {})
-    headers.pop("BCC", None)
-    props.headers = headers
-    return Content(props.marshal(), content.body, content.class_id)
+    """The content without its `BCC` header, cut out of the bytes: the publisher's
+    other headers keep their field types, as RabbitMQ keeps them."""
+    return Content(drop_header(content.properties_bin, "BCC"), content.body,
+                   content.class_id)
 
 
 def channel_main(ctx: BrokerContext, number: int, reader: Any, writer: Any, limiter: Any,
