@@ -20,6 +20,9 @@ crashes the process rather than being skipped):
   package routes nothing and writes no file itself;
 * ``Deleted`` stops the process with reason ``normal`` once the caller has its
   reply, after telling every channel it was watching that the queue is gone.
+* it traps exits: an EXIT from a linked process other than its supervisor stops
+  it with that process's reason (``normal`` as a deletion, ``shutdown`` for good,
+  anything else as a crash its supervisor restarts), as upstream's does.
 
 A process started again by its supervisor after a crash (upstream's crash
 restart) gets no messages with its arguments: it first asks the node, through
@@ -286,13 +289,29 @@ class QueueProcess(GenServer):
                     state.timer = state.timer_at = None
                     self._apply(state, c.Tick())
             case ("EXIT", _pid, reason):
-                # the supervisor is our parent (handled by the loop); any other linked
-                # process ending is none of the queue's business unless it crashed us
-                log.debug("classic queue %s: EXIT %r", state.core.config.rs, reason)
+                return self._linked_exit(state, reason)
             case _:
                 log.warning("classic queue %s: unexpected message %r",
                             state.core.config.rs, msg)
         return ("stop", "normal", state) if state.deleted else ("noreply", state)
+
+    def _linked_exit(self, state: QueueState, reason: Any) -> Any:
+        """A linked process other than the supervisor (whose EXIT the loop handles)
+        ended: the queue stops with its reason, as ``rabbit_amqqueue_process`` does.
+
+        What follows is the reason's, as in upstream's ``terminate/2`` and its
+        ``intrinsic`` child spec: ``normal`` ends the queue as a deletion does
+        (consumers cancelled, record and messages gone); ``shutdown`` or ``{shutdown,
+        _}`` stops it, and its supervisor with it, without a restart; any other
+        reason is a crash: the queue is marked crashed and its supervisor starts it
+        again, recovering what the store holds (its consumers are gone, their
+        channels see the old process go down)."""
+        log.warning("classic queue %s: a linked process exited (%r); the queue stops",
+                    state.core.config.rs, reason)
+        if reason == "normal":
+            self._apply(state, c.Delete())
+            return ("stop", "normal", state)
+        return ("stop", reason, state)
 
     # --- the shell ---------------------------------------------------------------------------
 

@@ -230,3 +230,66 @@ def test_a_queue_that_ends_normally_is_not_restarted(me: actors.Process) -> None
     assert wait_exit(watch) == "shutdown"
     assert supervisor.count_children(sup)["active"] == 0
 
+
+
+def linked_to(q: Any) -> Any:
+    """A process linked to queue process `q`, waiting to be told how to end."""
+    def body() -> None:
+        actors.link(q)
+        actors.send(test, ("linked", actors.self()))
+        how = actors.receive()
+        actors.exit(how)  # ends this process with that reason
+
+    test = actors.self()
+    pid = actors.spawn(body)
+    message("linked")
+    return pid
+
+
+def test_a_killed_linked_process_crashes_the_queue_and_its_supervisor_restarts_it(
+        me: actors.Process) -> None:
+    stored = e.Delivery(1, True, "ex", ("rk",), 1, True, 0, None, "a")
+    q = start(restarting_env((stored,)), durable=True)
+    assert gen_server.call(q, c.BasicConsume(me.pid, "ctag")) == e.ConsumeOk("ctag")
+    watch = actors.monitor(q)
+    actors.exit(linked_to(q), "kill")
+    # rabbit_amqqueue_process: handle_info({'EXIT', _, Reason}) -> {stop, Reason, State}
+    assert wait_exit(watch) == "killed"
+    _, name, q2 = message("restarted")
+    assert name == "q" and q2 != q
+    assert _queue_pid(actors.whereis(QUEUE_SUP)) == q2
+    assert info(q2)["consumers"] == 0  # the consumer went with the crashed process
+    reply = gen_server.call(q2, c.BasicGet(me.pid, ack_required=False))
+    assert isinstance(reply, e.GetOk) and reply.delivery.content == "a"
+
+
+@pytest.mark.parametrize("reason", ["shutdown", ("shutdown", "why")])
+def test_a_linked_process_shutting_down_stops_the_queue_for_good(
+        me: actors.Process, reason: Any) -> None:
+    q = start(restarting_env(()))
+    sup = actors.whereis(QUEUE_SUP)
+    watch, queue_sup = actors.monitor(q), supervisor.which_children(sup)[0][1]
+    watch_sup = actors.monitor(queue_sup)
+    actors.send(linked_to(q), reason)
+    assert wait_exit(watch) == reason
+    assert wait_exit(watch_sup) == "shutdown"  # intrinsic: not restarted
+    assert supervisor.count_children(sup)["active"] == 0
+    assert actors.receive(0, match=lambda m: type(m) is tuple and m[0] == "restarted") \
+        is actors.TIMEOUT
+
+
+def test_a_linked_process_ending_normally_ends_the_queue_as_a_deletion(
+        me: actors.Process) -> None:
+    q = start()
+    publish(q, 1, "a")
+    assert event(e.Confirm).seqs == (1,)
+    assert gen_server.call(q, c.BasicConsume(me.pid, "ctag")) == e.ConsumeOk("ctag")
+    sup = actors.whereis(QUEUE_SUP)
+    watch, watch_sup = actors.monitor(q), actors.monitor(supervisor.which_children(sup)[0][1])
+    actors.send(linked_to(q), "normal")
+    assert wait_exit(watch) == "normal"  # upstream's terminate(normal): the delete case
+    assert event(e.CancelConsumer) == e.CancelConsumer(me.pid, "ctag")
+    assert event(EOL) == EOL
+    assert message("deleted")[1:] == ("q", e.Deleted("delete", 0))  # "a" was delivered
+    assert wait_exit(watch_sup) == "shutdown"
+    assert supervisor.count_children(sup)["active"] == 0
