@@ -266,9 +266,9 @@ class BrokerNode:
         self.up_nodes: set[str] = set()
         self.formation = ""
         self.listener: Any = None
-        #: `fifo.dlx_worker.DlxWorkerEnv` with the broker's dead-letter router (quorum backend)
+        #: `fifo.dlx_worker.DlxWorkerEnv` with the broker's dead-letter router (`rabbit` backend)
         self.dlx_env: Any = None
-        #: `channel.queue_types.quorum.qq_dead_letter.DeadLetterPublisher` (quorum backend):
+        #: `channel.queue_types.quorum.qq_dead_letter.DeadLetterPublisher` (`rabbit` backend):
         #: at-most-once
         self.dead_letter_publisher: Any = None
         self.backend = _make_backend(config.backend, self)

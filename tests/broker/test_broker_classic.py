@@ -1,6 +1,6 @@
 """Classic queues on a real node: the patterns ordinary client code uses, with pika.
 
-A node started as `warren` is started (quorum backend, default queue type
+A node started as `warren` is started (the default `rabbit` backend, default queue type
 `classic`) runs every declare without `x-queue-type` as a classic queue
 process: exclusive, auto-delete, non-durable, server-named and plain durable
 queues alike, and `x-queue-type: classic` declares too.
