@@ -182,8 +182,9 @@ def test_unblock_when_pending_drops_below_the_soft_limit() -> None:
     assert (len(out.state.pending), out.state.slow, out.state.timer_state) == (31, False, None)
 
 
-def test_settlements_are_stashed_while_slow_and_flushed_on_unblock() -> None:
-    s, _ = publish(registered(), 33)
+@pytest.mark.parametrize("machine_version", [7, 8])
+def test_settlements_are_stashed_while_slow_and_flushed_on_unblock(machine_version: int) -> None:
+    s, _ = publish(registered(machine_version=machine_version), 33)
     s.consumers["ctag"] = ClientConsumer(key=7, last_msg_id=9, ack=True)
     for op, ids in ((client.settle, [1]), (client.return_, [2]), (client.settle, [3]),
                     (client.discard, [4]), (client.return_, [5]), (client.discard, [6])):
@@ -194,11 +195,13 @@ def test_settlements_are_stashed_while_slow_and_flushed_on_unblock() -> None:
     assert len(s.pending) == 33 and s.next_seq == 33
     out = client.handle_ra_event(QNAME, S1, ("applied", [(0, "ok"), (1, "ok")]), s)
     assert out.actions == [("unblock", "q1"), ("settled", QNAME, [2, 1])]
+    # a v7 machine takes returns through the leader's aux handler, v8 as a command
+    returned = (CastAuxCommand("cast_aux_command", S1, (make_return(7, [2, 5]), 34, ME))
+                if machine_version == 7 else pipe(S1, make_return(7, [2, 5]), 34, "normal"))
     assert out.effects == [
         CancelTimer("cancel_timer", "slow"),
         pipe(S1, make_settle(7, [3, 1]), 33, "normal"),
-        # a v7 machine takes returns through the leader's aux handler
-        CastAuxCommand("cast_aux_command", S1, (make_return(7, [2, 5]), 34, ME)),
+        returned,
         pipe(S1, make_discard(7, [4, 6]), 35, "normal"),
     ]
     assert out.state.unsent_commands == {}
@@ -300,7 +303,7 @@ def test_slow_timer_looks_for_a_leader() -> None:
 
 
 def test_settle_return_discard_use_the_consumer_key() -> None:
-    s = registered()
+    s = registered(machine_version=7)
     s.consumers["ctag"] = ClientConsumer(key=12, last_msg_id=0, ack=True)
     out = client.settle("ctag", [0, 1], s)
     assert out.effects == [pipe(S1, make_settle(12, [0, 1]), 0, "normal")]
@@ -453,10 +456,13 @@ def test_duplicates_are_dropped() -> None:
 
 
 def test_delivery_for_unknown_tag_is_returned() -> None:
-    out = client.handle_ra_event(QNAME, S1, dlv(0, 1), registered())
+    out = client.handle_ra_event(QNAME, S1, dlv(0, 1), registered(machine_version=7))
     assert out.actions == []
     assert out.effects == [CastAuxCommand("cast_aux_command", S1,
                                           (make_return(("ctag", ME), [0, 1]), 0, ME))]
+    out = client.handle_ra_event(QNAME, S1, dlv(0, 1), registered(machine_version=8))
+    assert out.actions == []
+    assert out.effects == [pipe(S1, make_return(("ctag", ME), [0, 1]), 0, "normal")]
 
 
 def test_no_ack_consumer_settles_automatically() -> None:
