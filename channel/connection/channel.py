@@ -638,7 +638,8 @@ class ChannelProcess:
         queue = self.expand(m.queue)
         self.access.check("queue", queue, "read")
         tag = self.next_tag
-        got = self.session.get(queue, ack_required=not m.no_ack, delivery_tag=tag)
+        got = self.session.get(queue, ack_required=not m.no_ack, delivery_tag=tag,
+                               node_timeout=self.cfg.consumer_timeout)
         if got is None:
             self.write(Out.of(C.Basic.GetEmpty))
             return

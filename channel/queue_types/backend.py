@@ -227,7 +227,12 @@ class QueueSession(Protocol):
         """op is `complete`, `requeue` or `discard` (the 4.0-4.2 settle ops)."""
         ...
 
-    def get(self, name: str, *, ack_required: bool, delivery_tag: int) -> Got | None: ...
+    def get(self, name: str, *, ack_required: bool, delivery_tag: int,
+            node_timeout: int | None = None) -> Got | None:
+        """`basic.get`; `node_timeout` is the node's `consumer_timeout`, which a queue
+        that times out its own deliveries (4.3's quorum queues) holds a got message
+        for when neither its argument nor its policy names one."""
+        ...
 
     def handle_event(self, msg: Any) -> list[Action] | None:
         """Actions for a queue event message, or None when `msg` is not one."""

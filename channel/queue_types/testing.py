@@ -333,7 +333,8 @@ class MemorySession:
             merged = sorted([*returned, *q.ready], key=lambda d: d.msg_id)
             q.ready = deque(merged)
 
-    def get(self, name: str, *, ack_required: bool, delivery_tag: int) -> Got | None:
+    def get(self, name: str, *, ack_required: bool, delivery_tag: int,
+            node_timeout: int | None = None) -> Got | None:
         self.check_access(name)
         q = self._q(name)
         assert q is not None

@@ -619,7 +619,8 @@ class ClassicSession:
             gen_server.cast(pid, command)
         return []
 
-    def get(self, name: str, *, ack_required: bool, delivery_tag: int) -> Got | None:
+    def get(self, name: str, *, ack_required: bool, delivery_tag: int,
+            node_timeout: int | None = None) -> Got | None:
         # the process that answers may be a restarted one: its message is settled there
         record, reply = self._call_at(self._accessible(name),
                                       c.BasicGet(self.channel, ack_required))

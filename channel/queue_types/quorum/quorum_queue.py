@@ -469,10 +469,12 @@ class QuorumSession:
         out = self._run(q, lambda _r: fun(consumer_tag, msg_ids, q.client))
         return self._actions(name, out.actions)
 
-    def get(self, name: str, *, ack_required: bool, delivery_tag: int) -> Got | None:
+    def get(self, name: str, *, ack_required: bool, delivery_tag: int,
+            node_timeout: int | None = None) -> Got | None:
         record = self._record(name)
         if record is None and self.classic is not None:
-            return self.classic.get(name, ack_required=ack_required, delivery_tag=delivery_tag)
+            return self.classic.get(name, ack_required=ack_required, delivery_tag=delivery_tag,
+                                    node_timeout=node_timeout)
         q = self._queue(name)
         if q is None:
             raise self._not_found(name)
@@ -482,10 +484,13 @@ class QuorumSession:
                 f"cannot obtain access to locked {self._where(name)}. basic.get operations "
                 "are not supported by quorum queues with single active consumer")
         settlement = "unsettled" if ack_required else "settled"
-        timeout = None  # 4.3 holds a got message for the queue's consumer timeout
+        timeout = None
         if self.b.registry.release.consumer_timeout_enforcer == "queue":
+            # 4.3 holds a got message for the queue's consumer timeout, else the node's
+            # (`rabbit_queue_type:dequeue/5`), else 24 hours; up to 4.2 the channel's
+            # tick times out a got message as it does a delivery
             current = self._record(name) or q.record
-            timeout = queue_timeout(current.arguments, current.policy, None)
+            timeout = consumer_timeout({}, current.arguments, current.policy, node_timeout)
         out = self._run(q, lambda r: client.dequeue(name, delivery_tag, settlement,
                                                     q.client, r, timeout))
         if out.tag == "empty":
