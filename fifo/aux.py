@@ -1,5 +1,10 @@
 """Per-member aux state of ``rabbit_fifo`` v7: checkpoints, timers, log reads (``handle_aux``).
 
+Machine 8 snapshots instead of checkpointing (`do_snapshot_v8`): at
+``last_applied``, with the messages' raft indexes as the snapshot's live
+indexes, so the log keeps only the entries of messages still queued and the
+bodies are read back from those entries, never held in the state.
+
 Aux runs outside the replicated log, on every member, after each applied batch
 (``eval``) and on every Ra tick. Its time-based decisions use a clock injected
 by the caller, never a clock read of its own. The Ra side of the interface is
@@ -20,7 +25,6 @@ from fifo.effects import mod_call
 from fifo.msg import get_header, msg_header, unpack
 from fifo.pq import PriorityQ
 from fifo.queries import (
-    live_indexes,
     query_notify_decorators_info,
     query_peek,
     smallest_raft_index,
@@ -120,6 +124,40 @@ def _release_cursor(last: int | None, new: int | None) -> list[Any]:
     return []
 
 
+def _due(now: int, check: Checkpoint, last_applied: int, total: int, bytes_in: int) -> bool:
+    """Enough indexes (or an empty queue past a few) and time, or enough bytes, went by."""
+    indexes_since = last_applied - check.index
+    enough_data = bytes_in - check.bytes_in > CHECK_MAX_BYTES * max(1, total / CHECK_MAX_INDEXES)
+    enough_time = now - check.timestamp > CHECK_MIN_INTERVAL_MS
+    return (enough_time and (indexes_since > check.indexes or (total == 0 and indexes_since > 32))
+            ) or enough_data
+
+
+def do_snapshot_v8(now: int, check: Checkpoint, ra_aux: Any, bytes_in: int,
+                   force: bool) -> tuple[Checkpoint, list[Any]]:
+    """v8 (upstream's ``do_snapshot``): a snapshot at ``last_applied`` once it is due.
+
+    No checkpoint and no release cursor at the smallest live index: Ra keeps the
+    entries at the state's live indexes below the snapshot, so a snapshot can
+    cover the whole applied log however old the oldest message is. As
+    upstream, it waits until ``last_applied`` is written locally and no
+    snapshot is being sent (``{written, Idx}``, ``no_snapshot_sends``).
+    Upstream decides when by the bytes its commands made reclaimable; warren
+    keeps the cadence of its checkpoints (`_due`).
+    """
+    last_applied = ra_aux.last_applied()
+    s: RabbitFifoState = ra_aux.machine_state()
+    total = messages_total(s)
+    if not (force or _due(now, check, last_applied, total, bytes_in)):
+        return check, []
+    snapshot = copy_state(s)
+    snapshot.msg_cache = None
+    new = Checkpoint(index=last_applied, timestamp=now, messages_total=total, bytes_in=bytes_in,
+                     indexes=min(max(total, CHECK_MIN_INDEXES), CHECK_MAX_INDEXES))
+    cond = {"condition": [("written", last_applied), "no_snapshot_sends"]}
+    return new, [("release_cursor", last_applied, snapshot, cond)]
+
+
 def do_checkpoints(now: int, check: Checkpoint, ra_aux: Any, bytes_in: int,
                    force: bool) -> tuple[Checkpoint, list[Any]]:
     """Checkpoint when enough indexes, time or bytes went by; release what is dead."""
@@ -166,7 +204,10 @@ def handle_aux(ra_state: str, kind: Any, cmd: Any, aux: AuxState, ra_aux: Any,
         case "eval":
             rules = rules_of_state(s)
             effects: list[Any] = []
-            if not rules.v2_commands:  # machine 2 stores release cursors instead
+            if rules.consumer_timeout_in_machine:  # machine 8
+                aux.last_checkpoint, effects = do_snapshot_v8(now, aux.last_checkpoint, ra_aux,
+                                                              aux.bytes_in, False)
+            elif not rules.v2_commands:  # machine 2 stores release cursors instead
                 aux.last_checkpoint, effects = do_checkpoints(now, aux.last_checkpoint, ra_aux,
                                                               aux.bytes_in, False)
             if ra_state != "leader":
@@ -187,20 +228,21 @@ def handle_aux(ra_state: str, kind: Any, cmd: Any, aux: AuxState, ra_aux: Any,
             return ("no_reply", aux, ra_aux, [])
         case ("return", key, msg_ids) as ret, corr, pid:
             return ("no_reply", aux, ra_aux, _aux_return(s, ret, key, msg_ids, corr, pid, ra_aux))
-        case "tick" if rules_of_state(s).v2_commands:
+        case "tick" if (rules := rules_of_state(s)).v2_commands \
+                or rules.consumer_timeout_in_machine:
+            # machine 2 releases its stored cursors as it drains; machine 8 snapshots at eval
             return ("no_reply", aux, ra_aux, [])
         case "tick":
             smallest = smallest_raft_index(s)
             idx = ra_aux.last_applied() if smallest is None else smallest - 1
             return ("no_reply", aux, ra_aux, [("release_cursor", idx)])
         case "force_checkpoint":
-            if rules_of_state(s).consumer_timeout_in_machine and not live_indexes(s):
-                # v8 forces a snapshot (a purge): with nothing live below it the log
-                # can go up to here; warren's log keeps no live entries below a
-                # snapshot, so a queue still holding messages checkpoints instead
-                idx = ra_aux.last_applied()
-                aux.last_checkpoint = Checkpoint(index=idx, timestamp=now)
-                return ("no_reply", aux, ra_aux, [("release_cursor", idx, copy_state(s))])
+            if rules_of_state(s).consumer_timeout_in_machine:
+                # v8 forces a snapshot (a purge): the messages still queued keep their
+                # entries as the snapshot's live indexes
+                aux.last_checkpoint, effects = do_snapshot_v8(now, aux.last_checkpoint, ra_aux,
+                                                              aux.bytes_in, True)
+                return ("no_reply", aux, ra_aux, effects)
             aux.last_checkpoint, effects = do_checkpoints(now, aux.last_checkpoint, ra_aux,
                                                           aux.bytes_in, True)
             return ("no_reply", aux, ra_aux, effects)

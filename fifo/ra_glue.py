@@ -158,6 +158,14 @@ class QueueMachine:
     def overview(self, s: RabbitFifoState) -> dict[str, Any]:
         return self.inner.overview(s)
 
+    def live_indexes(self, s: RabbitFifoState) -> list[int]:
+        """``rabbit_fifo:live_indexes/1``, a callback only machine 8 has: the raft
+        indexes of the messages it holds, whose entries Ra keeps below a snapshot
+        (their bodies are read back from there). Earlier versions keep none."""
+        if not self.inner.rules.consumer_timeout_in_machine:
+            return []
+        return self.inner.live_indexes(s)
+
     def tracing(self) -> bool:
         """Ra hands over its `TraceContext` while the history is being recorded."""
         return trace.enabled()

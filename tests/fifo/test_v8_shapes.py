@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fifo import make_checkout, make_credit, make_purge
+from fifo import RabbitFifo, make_checkout, make_credit, make_purge, make_settle
+from fifo.aux import Checkpoint
 from fifo.commands import make_enqueue
 from fifo.mc import BasicMessage
 from fifo.msg import msg_size
 from fifo.queries import live_indexes, ra_seq
 
-from .helpers import N2, QNAME, Driver, FakeRaAux, pid
+from .helpers import N2, QNAME, Driver, FakeRaAux, consume, pid
 
 P1 = pid(1)
 C1 = pid(10)
@@ -138,7 +139,8 @@ class TestSnapshots:
         assert out[7][0][:2] == ("checkpoint", 2)
         assert all(len(e) == 2 for e in out[7] if e[0] == "release_cursor")
         assert [e[:2] for e in out[8]] == [("release_cursor", 2)]
-        assert len(list(out[8][0])) == 3  # with the machine state
+        # with the machine state and upstream's conditions
+        assert out[8][0][3] == {"condition": [("written", 2), "no_snapshot_sends"]}
 
 
 def test_v8_sizes_count_the_metadata_too() -> None:
@@ -162,3 +164,28 @@ def test_v8_overview_drops_the_release_cursor_keys() -> None:
     assert keys[8] - keys[7] == {
         "num_active_priorities", "messages_by_priority", "num_delayed_messages",
         "next_delayed_at", "last_delayed_at"}
+
+
+def test_v8_snapshots_at_last_applied_with_its_messages_live_where_v7_checkpoints() -> None:
+    out = {}
+    for v in (7, 8):
+        d = Driver(machine_version=v)
+        d.machine = RabbitFifo(v, clock=lambda: 2000)
+        for i in range(1, 41):
+            d.enqueue(P1, i, f"m{i}".encode())
+        c = consume(d, C1, 2)
+        d.apply(make_settle(c, [0, 1]))  # the first two are gone
+        aux = d.machine.init_aux("q1")
+        aux.last_checkpoint = Checkpoint(index=0, timestamp=0, indexes=10)  # one is due
+        out[v] = d.machine.handle_aux("follower", "cast", "eval", aux, FakeRaAux(d))[3]
+        tick = d.machine.handle_aux("follower", "cast", "tick", aux, FakeRaAux(d))[3]
+        assert (tick == []) == (v == 8)  # v7 releases up to its oldest message on ticks
+        held = live_indexes(d.state)
+    # v7 checkpoints and releases the log below its oldest message, so the log keeps
+    # every entry from there on; v8 snapshots everything applied, and the log keeps
+    # only the entries of the messages still held (its live indexes)
+    assert out[7][0][:2] == ("checkpoint", d.index)
+    (effect,) = out[8]
+    assert effect[:2] == ("release_cursor", d.index)
+    assert effect[3] == {"condition": [("written", d.index), "no_snapshot_sends"]}
+    assert live_indexes(effect[2]) == held and len(held) == 38
