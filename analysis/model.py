@@ -103,20 +103,38 @@ class RunConfig:
             chain.append(target)
         return chain[1:]
 
+    def release(self) -> dict[str, Any]:
+        """The record of the RabbitMQ release the run's nodes modelled, as the runner
+        recorded it (`releases.Release` fields); empty for a run that recorded none."""
+        release = self.config.get("release")
+        return dict(release) if isinstance(release, dict) else {}
+
     def delivery_limit(self, queue: str) -> int | None:
         """Returns of a message `queue` allows before it is dead-lettered or dropped:
         the declared limit, else the default for quorum queues of the release the run's
-        nodes modelled (recorded by the runner: none for 3.10), else RabbitMQ's
+        nodes modelled (its recorded record: none for 3.10), else RabbitMQ's
         default from 4.0 on."""
         conf = self.queues.get(queue, {})
         if conf.get("delivery_limit") is not None:
             return int(conf["delivery_limit"])
         if conf.get("type") != "quorum":
             return None
-        if "quorum_default_delivery_limit" in self.config:
+        release = self.release()
+        if "default_delivery_limit" in release:
+            default = release["default_delivery_limit"]
+        elif "quorum_default_delivery_limit" in self.config:  # recorded before the record
             default = self.config["quorum_default_delivery_limit"]
-            return None if default is None else int(default)
-        return DEFAULT_QQ_DELIVERY_LIMIT
+        else:
+            return DEFAULT_QQ_DELIVERY_LIMIT
+        return None if default is None else int(default)
+
+    def requeue_counts_toward_limit(self) -> bool:
+        """Whether a message given back by its consumer's `basic.nack`/`basic.reject`
+        with requeue counts toward its queue's delivery limit, from the release record:
+        up to 4.2 it does, in 4.3 it does not. Returns by the consumer's end (its
+        channel or connection closed) count in every release; a run that recorded no
+        record is taken as 4.0 to 4.2."""
+        return bool(self.release().get("requeue_counts_toward_limit", True))
 
     def sac_fifo_queues(self) -> list[str]:
         """Single-active-consumer queues consumed with prefetch 1 (strict FIFO applies)."""

@@ -62,6 +62,7 @@ from fifo.fifo_q import FifoQ
 from fifo.msg import Msg, get_header, msg_header, msg_idx, unpack
 from fifo.pq import PriorityQ
 from fifo.records import Consumer, RabbitFifoState, erl_sorted
+from fifo.versions import rules_of_state
 from ra.effect_types import Effect
 from ra.trace_context import LogReader, TraceContext
 from ra.types import NOOP, RA_CLUSTER, RA_CLUSTER_CHANGE, USR
@@ -336,12 +337,14 @@ def id_value(value: Any) -> int | None:
         return None
 
 
-def _attempt(header: Any) -> int:
-    """Earlier deliveries of a message: what the consumer sees as ``x-delivery-count``."""
-    acquired = get_header("acquired_count", header)
-    if not isinstance(acquired, int):
-        acquired = get_header("delivery_count", header)
-    return acquired if isinstance(acquired, int) else 0
+def _attempt(header: Any, counter: str = "acquired_count") -> int:
+    """What the consumer sees as ``x-delivery-count``: the header counter the machine
+    tests its delivery limit against (`Rules.delivery_limit_counter`): every earlier
+    delivery up to machine 7, failed deliveries only in machine 8 (RabbitMQ 4.3)."""
+    count = get_header(counter, header)
+    if not isinstance(count, int) and counter == "acquired_count":
+        count = get_header("delivery_count", header)
+    return count if isinstance(count, int) else 0
 
 
 def cmd_type(cmd: Any) -> str:
@@ -384,6 +387,9 @@ class _Replica:
         default_factory=dict)
     #: (consumer pid, tag) -> consumer key
     keys: dict[tuple[Any, Any], str] = field(default_factory=dict)
+    #: the header counter ``x-delivery-count`` carries under the machine version last
+    #: applied (`_attempt`)
+    counter: str = "acquired_count"
 
     def emit(self, kind: str, **fields: Any) -> None:
         trace.emit(kind, node=self.node, emitter=self.emitter, queue=self.queue,
@@ -535,6 +541,7 @@ def _msg_id_at(r: _Replica, log: LogReader | None, idx: int) -> int | None:
 
 def _decisions(r: _Replica, log: LogReader | None, s: RabbitFifoState, before: Before,
                idx: int, term: Any) -> None:
+    r.counter = rules_of_state(s).delivery_limit_counter
     for key, c in s.consumers.items():
         first = before.next_ids.get(key, 0)
         if c.next_msg_id == first:
@@ -547,7 +554,7 @@ def _decisions(r: _Replica, log: LogReader | None, s: RabbitFifoState, before: B
             if m is None:
                 continue
             msg_id = _msg_id_at(r, log, msg_idx(m))
-            attempt = _attempt(msg_header(m))
+            attempt = _attempt(msg_header(m), r.counter)
             _bounded_put(r.decided, (pid, tag, cmid), (idx, msg_id, attempt, ckey))
             r.emit("service_queue", raft_term=term, raft_index=idx, msg_id=msg_id,
                    consumer_key=ckey, consumer_node=cnode, attempt=attempt,
@@ -673,7 +680,7 @@ def sent(ra_name: Any, effects: list[Effect]) -> None:
             if decided is not None:
                 idx, msg_id, attempt, ckey = decided
             else:
-                idx, attempt = None, _attempt(header)
+                idx, attempt = None, _attempt(header, r.counter)
                 ckey = r.keys.get((pid, tag)) or _consumer_key(tag, pid, None)
                 msg_id = (warren_id(body) if ref is None
                           else r.msg_ids.get(msg_idx(ref)))

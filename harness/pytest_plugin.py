@@ -530,7 +530,11 @@ class WarrenCluster:
             version = metadata.version("warren")
         except metadata.PackageNotFoundError:
             version = "unknown"
-        config = {"pytest": self.settings, "backend": self.settings["backend"]}
+        from releases import DEFAULT_SERIES, RELEASES
+
+        # the nodes run the default release: the analysis judges by its record
+        config = {"pytest": self.settings, "backend": self.settings["backend"],
+                  "release": RELEASES[DEFAULT_SERIES].recorded()}
         self.recorder.record(
             "run_meta", emitter="harness", started_wall_ns=self._started_wall_ns,
             warren_version=version, config_json=json.dumps(config, default=str),

@@ -41,7 +41,7 @@ from harness.cluster import Cluster, NodeArgv, NodeStartError, warren_node_argv
 from harness.nemesis import Nemesis
 from harness.scenarios import ROLES, Scenario
 from harness.workload import ClientConfig
-from releases import RELEASES
+from releases import DEFAULT_SERIES, RELEASES
 
 __all__ = ["EXIT_HARNESS", "Analyzer", "RunResult", "run_scenario"]
 
@@ -154,16 +154,12 @@ def _record_meta(rec: Recorder, scenario: Scenario, seed: int, backend: str,
         version = "unknown"
     config: dict[str, Any] = {"scenario": dataclasses.asdict(scenario), "seed": seed,
                               "backend": backend, "rabbitmq_version": rabbitmq_version}
-    if rabbitmq_version is not None:
-        # the release record's fields the analysis reads: a quorum queue's limit when
-        # it declares none, which returns count toward it, what x-delivery-count carries
-        release = RELEASES[rabbitmq_version]
-        config["quorum_default_delivery_limit"] = release.default_delivery_limit
-        config["release"] = {
-            "series": release.series, "machine_version": release.machine_version,
-            "default_delivery_limit": release.default_delivery_limit,
-            "requeue_counts_toward_limit": release.requeue_counts_toward_limit,
-            "delivery_count_header": release.delivery_count_header}
+    # the record of the release the nodes run (the default one when none is named):
+    # the analysis reads a quorum queue's limit when it declares none, which returns
+    # count toward it and what x-delivery-count carries from it
+    release = RELEASES[rabbitmq_version or DEFAULT_SERIES]
+    config["quorum_default_delivery_limit"] = release.default_delivery_limit
+    config["release"] = release.recorded()
     rec.record("run_meta", emitter="harness", started_wall_ns=time.time_ns(),
                warren_version=version, config_json=json.dumps(config, default=str),
                queues_json=json.dumps(scenario.queues_meta()), workload=scenario.workload,

@@ -21,7 +21,7 @@ Pure data and lookups: no I/O, and no imports of warren's, so every layer can as
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -152,6 +152,13 @@ class Release:
     `rabbit_quorum_queue` gives every member: 100000 in 4.3 (a member stopped in order
     saves its state when that many entries were applied since the last one, so it
     restarts without replaying them), 0 before (Ra's default: never)."""
+
+    def recorded(self) -> dict[str, Any]:
+        """The record's behaviour fields a recorded run keeps beside its history (its
+        `run_meta`), so the analysis judges the run by its own release's rules: the
+        scalar fields, without the server identity and the feature phases."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if isinstance(getattr(self, f.name), bool | int | str | None)}
 
     def permits(self, feature: str) -> bool:
         """Whether a deprecated feature is permitted when the node's config is silent."""

@@ -43,7 +43,7 @@ from analysis.model import Params
 
 CHECK = "total_queue"
 DELIVERY = ("queue", "outcome_d", "ambiguous", "delivery_count", "body_digest", "ts_ns",
-            "conn_id", "channel_id")
+            "conn_id", "channel_id", "by_end")
 #: a history of at most this many rows (by its Parquet footers) reads every message
 #: with the exact rules: there a check's cost is mostly per query, which the summary
 #: adds (50k events, the whole analysis: 16.3-16.5 s with it against 15.3-15.5 s)
@@ -252,6 +252,9 @@ def _message_rows(h: History, p: Params) -> DataFrame:
             (F.col("outcome_d") if dlv is not None else none).cast("string").alias("_outcome"),
             (F.col("ambiguous") if dlv is not None else none).cast("boolean").alias("_amb"),
             (F.col("delivery_count") if dlv is not None else none).cast("int").alias("_count"),
+            # 1 when the delivery's return (if it was returned) counts toward the limit
+            (_counts(meta, F.col("by_end")) if dlv is not None else F.lit(0))
+            .cast("int").alias("_counts"),
             (_in_dlx_queue(meta, queue) if dlv is not None else F.lit(False)).alias("_in_dlx"))
 
     rows = (part(ops.where(F.col("kind").isin("publish", "confirm", "pub_nack")), F.col("kind"),
@@ -321,13 +324,14 @@ def _summary(rows: DataFrame, chains: _Chains) -> DataFrame:
     out = F.col("_outcome")
     returned, dropped = out == "returned", out == "dropped"
     explained = _explains(out, F.col("_amb"), F.col("_in_dlx"))
+    counts = F.col("_counts")
     per_depth = []
     for i in range(chains.depths):
         here = dlv & (depth == i)
         per_depth += [
             F.count(F.when(here, 1)).alias(f"k_{i}"),
-            F.count(F.when(here & returned, 1)).alias(f"ret_{i}"),
-            F.max(F.when(here & returned, F.coalesce(F.col("_count"), F.lit(0)) + 1))
+            F.count(F.when(here & returned & (counts == 1), 1)).alias(f"ret_{i}"),
+            F.max(F.when(here & returned, F.coalesce(F.col("_count"), F.lit(0)) + counts))
             .alias(f"counted_{i}"),
             F.count(F.when(here & dropped, 1)).alias(f"drops_{i}")]
     agg = rows.withColumn("_place", chains.code(F.col("_q"))).groupBy("msg_id").agg(
@@ -411,6 +415,14 @@ def _explains(outcome: Column, ambiguous: Column, in_dlx_queue: Column) -> Colum
     return (outcome == "returned") | ambiguous | ((outcome == "dropped") & in_dlx_queue)
 
 
+def _counts(meta: model.RunConfig, by_end: Column) -> Column:
+    """1 when a return counts toward the delivery limit, else 0: every return where the
+    run's release counts requeues, else (4.3) only a return by the consumer's end."""
+    if meta.requeue_counts_toward_limit():
+        return F.lit(1)
+    return F.when(F.coalesce(by_end, F.lit(False)), 1).otherwise(0)
+
+
 def _dropped(meta: model.RunConfig, end_queue: Column, returns: Column, counted: Column,
              drops: Column) -> Column:
     """A message dropped rather than lost in `end_queue`, the last queue it reached, from
@@ -446,10 +458,11 @@ def _verdict(meta: model.RunConfig) -> list[Column]:
         end_queue = F.col("pub_queue")
     there = F.filter(dels, lambda x: x["queue"] == end_queue)
     returned = F.filter(there, lambda x: x["outcome_d"] == "returned")
-    counted = F.array_max(F.transform(returned, lambda x: F.coalesce(x["delivery_count"],
-                                                                     F.lit(0)) + 1))
+    counting = F.filter(returned, lambda x: _counts(meta, x["by_end"]) == 1)
+    counted = F.array_max(F.transform(returned, lambda x: F.coalesce(
+        x["delivery_count"], F.lit(0)) + _counts(meta, x["by_end"])))
     drops = F.size(F.filter(there, lambda x: x["outcome_d"] == "dropped"))
-    dropped = _dropped(meta, end_queue, F.size(returned), counted, drops)
+    dropped = _dropped(meta, end_queue, F.size(counting), counted, drops)
     has_pub = F.col("has_pub")
     digest = F.col("pub_digest")
     bad = F.filter(F.transform(dels, lambda x: F.struct(

@@ -22,7 +22,9 @@ def _fate(h: RefHistory, m: int, queue: str, ds_: list[Delivery],
           discarded: set[tuple[int, str]]) -> tuple[str, bool]:
     """The last queue of `queue`'s dead-letter chain the message reached (a discard into
     it, or a delivery from it), and whether that queue dropped it: rejected without
-    requeue or returned past its delivery limit, with no dead-letter target."""
+    requeue or returned past its delivery limit, with no dead-letter target. Only the
+    returns the run's release counts toward the limit are counted (`_counts`), and the
+    highest delivery count one carried tells how many earlier ones did."""
     end = queue
     seen = {d.row["queue"] for d in ds_}
     for target in h.meta.dlx_chain(queue):
@@ -32,10 +34,19 @@ def _fate(h: RefHistory, m: int, queue: str, ds_: list[Delivery],
         return end, False
     there = [d for d in ds_ if d.row["queue"] == end]
     returned = [d for d in there if d.outcome == "returned"]
-    counted = max(((d.row["delivery_count"] or 0) + 1 for d in returned), default=0)
+    requeues_count = h.meta.requeue_counts_toward_limit()
+    counting = [d for d in returned if _counts(d, requeues_count)]
+    counted = max(((d.row["delivery_count"] or 0) + _counts(d, requeues_count)
+                   for d in returned), default=0)
     limit = h.meta.delivery_limit(end)
-    past_limit = limit is not None and max(len(returned), counted) > limit
+    past_limit = limit is not None and max(len(counting), counted) > limit
     return end, past_limit or any(d.outcome == "dropped" for d in there)
+
+
+def _counts(d: Delivery, requeues_count: bool) -> int:
+    """1 when the return of `d` counts toward the delivery limit: every return where
+    requeues count, else (4.3) only a return by its consumer's end, not a requeue."""
+    return int(requeues_count or d.by_end)
 
 
 

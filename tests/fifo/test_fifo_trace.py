@@ -197,3 +197,22 @@ def test_digests_depend_on_values_only() -> None:
     assert cmd_type(("e", 1, b"m", (0, 1))) == "enqueue"
     assert cmd_type(("dlx", ("settle", [1]))) == "dlx_settle"
     assert cmd_type(("down", "pid", "noconnection")) == "down"
+
+
+@pytest.mark.parametrize(("version", "attempt"), [(7, 1), (8, 0)])
+def test_a_decision_s_attempt_is_what_that_release_s_consumer_sees(
+        rows: list[Row], version: int, attempt: int) -> None:
+    """`attempt` is the `x-delivery-count` the consumer is given: a requeue counts in
+    machine 7 (RabbitMQ 4.0-4.2), not in machine 8 (4.3, failed deliveries only), so the
+    client's rows and the replicas' match under either release."""
+    m = QueueMachine(machine_config("q1", QNAME), version)
+    s = m.init({})
+
+    def at(index: int) -> dict[str, Any]:
+        return {**meta(index), "machine_version": version}
+
+    s, _r, _fx = m.apply(at(1), make_enqueue(None, None, message(7)), s)
+    s, _r, _fx = m.apply(at(2), make_checkout(("t", actors.self()),
+                                              ("auto", ("simple_prefetch", 1)), {"ack": True}), s)
+    s, _r, _fx = m.apply(at(3), make_return(next(iter(s.consumers)), [0]), s)
+    assert [f["attempt"] for k, f in rows if k == "service_queue"] == [0, attempt]
