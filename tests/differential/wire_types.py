@@ -11,6 +11,7 @@ value's type letter: `{"x-delivery-count": "l", "x-death": ["A", [["F", {...}]]]
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,20 +27,33 @@ _WIDTH = {b"t": 1, b"b": 1, b"B": 1, b"s": 2, b"u": 2, b"I": 4, b"i": 4, b"l": 8
           b"f": 4, b"d": 8, b"D": 5, b"T": 8, b"V": 0}
 
 
+_lock = threading.Lock()
+_active = 0
+_original = pika.spec.BasicProperties.decode
+
+
+def _decode(self: Any, encoded: bytes, offset: int = 0) -> Any:
+    setattr(self, _RAW, bytes(encoded[offset:]))
+    return _original(self, encoded, offset)
+
+
 @contextmanager
 def capture() -> Iterator[None]:
-    """While active, every `BasicProperties` pika decodes remembers its raw bytes."""
-    original = pika.spec.BasicProperties.decode
+    """While active, every `BasicProperties` pika decodes remembers its raw bytes.
 
-    def decode(self: Any, encoded: bytes, offset: int = 0) -> Any:
-        setattr(self, _RAW, bytes(encoded[offset:]))
-        return original(self, encoded, offset)
-
-    pika.spec.BasicProperties.decode = decode
+    Counted, so that probes against two brokers may capture at once from two
+    threads: pika's own decode comes back when the last one ends."""
+    global _active
+    with _lock:
+        _active += 1
+        pika.spec.BasicProperties.decode = _decode
     try:
         yield
     finally:
-        pika.spec.BasicProperties.decode = original
+        with _lock:
+            _active -= 1
+            if not _active:
+                pika.spec.BasicProperties.decode = _original
 
 
 def raw_properties(props: Any) -> bytes | None:
