@@ -2,10 +2,11 @@
 
 Each module of this package is one library (pika's BlockingConnection and
 SelectConnection, aio-pika, kombu) running its ordinary patterns, written as that
-library's users write them, against a two-node cluster started once per module
-(`nodes`). Queues are classic unless a test says otherwise, as a declare without
-`x-queue-type` is on a node with the default settings. Every name a test declares
-is unique to it (`name`), so tests of one module do not see each other's queues.
+library's users write them, against one two-node cluster shared by the package's
+modules (`nodes`, started when the first of them needs it). Queues are classic
+unless a test says otherwise, as a declare without `x-queue-type` is on a node
+with the default settings. Every name a test declares
+is unique to it (`name`), so no test sees another's queues.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from tests.broker.broker_support import BrokerProc, running_cluster
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
     with running_cluster(tmp_path_factory.mktemp("clients"), count=2) as started:
         yield started
