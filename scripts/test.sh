@@ -12,6 +12,10 @@ else
        "chroot (scripts/rabbitmq4/setup.sh)" >&2
 fi
 cd "$root"
+# the tests start warren nodes, CLI calls and examples as new interpreters, hundreds
+# of them: with PYTHONDONTWRITEBYTECODE set (as in many containers) every one would
+# compile the checkout's modules again, so they are compiled once here
+python -m compileall -q -j 0 -x '/(\.venv|\.git|runs)/' .
 ruff check .
 mypy  # the packages and settings are in pyproject.toml's [tool.mypy]
 python -m pytest -q "$@"
