@@ -183,12 +183,6 @@ class _Link:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _has_callbacks(loop: Any) -> bool:
-    """Whether gevent has callbacks queued on `loop` (its ``_callbacks``: the same
-    attribute in its Cython and CFFI loops)."""
-    return bool(loop._callbacks)
-
-
 def peer_endpoint(peer: str) -> str:
     """``name@host:port`` → ``tcp://host:port`` (the address is in the name)."""
     _, _, addr = peer.partition("@")
@@ -744,44 +738,17 @@ class HubIoLoop(IoLoop):
         self._register(self._router)
         self._register(self._router_mon)
         self._schedule()
-        self._lap_due = False
-        # started after gevent's own, so it runs before gevent's callbacks (libev
-        # invokes the prepare watchers last started first)
-        self._prepare = loop.prepare(ref=False)
-        self._prepare.start(self._arm_lap)
+        _Laps.join(self)
 
-    def _arm_lap(self) -> None:
-        """Before libev polls: when callbacks are queued (processes woke each other and
-        will keep the hub busy), a look at the sockets goes among them.
-
-        gevent runs queued callbacks, and those they queue, until none is left, and
-        lets libev poll the descriptors only between groups of 50 once its switch
-        interval (5 ms) has passed. On a busy node (a publisher's reader, its channel
-        and a queue waking each other for as long as the client sends) that is a
-        poll every 50 process runs, tens of milliseconds apart or more, while the
-        frames of the other nodes (a remote consumer's acks, its ``notify_sent``) wait
-        in the sockets. The BEAM's schedulers check I/O between processes; here
-        `_lap` does so once per round of the queued callbacks."""
-        if not self._lap_due and _has_callbacks(self._loop):
-            self._lap_due = True
-            self._loop.run_callback(self._lap)
-
-    def _lap(self) -> None:
-        """Read the sockets holding input, then come round again while the hub is
-        busy; an idle hub polls its descriptors itself."""
-        self._lap_due = False
+    def look(self) -> None:
+        """Read the sockets holding input (`_Laps`), without waiting for their
+        descriptors to be polled."""
         if self._stopping or self.done:
             return
-        if self._router_has_input() or any(
+        if (not self._router.closed and _has_input(self._router)) or any(
                 link.sock is not None and not link.sock.closed and _has_input(link.sock)
                 for link in self._links.values() if link.outgoing):
             self._hub_round()
-        if _has_callbacks(self._loop):
-            self._lap_due = True
-            self._loop.run_callback(self._lap)
-
-    def _router_has_input(self) -> bool:
-        return not self._router.closed and _has_input(self._router)
 
     def submit(self, cmd: tuple[Any, ...]) -> None:
         """Run one command at once (called on the hub, like everything here)."""
@@ -906,11 +873,80 @@ class HubIoLoop(IoLoop):
         terminating the context waits for the CLOSE frames' linger."""
         for sock in list(self._watchers):
             self._unregister(sock)
-        self._prepare.stop()
-        self._prepare.close()
+        _Laps.leave(self)
         if self._timer is not None:
             self._timer.stop()
             self._timer.close()
             self._timer = None
         self.done = True
         _start_new_thread(self._shutdown, ())
+
+
+def _has_callbacks(loop: Any) -> bool:
+    """Whether gevent has callbacks queued on `loop` (its ``_callbacks``: the same
+    attribute in its Cython and CFFI loops)."""
+    return bool(loop._callbacks)
+
+
+class _Laps:
+    """A look at the sockets of every hub-mode node on one hub once per round of the
+    hub's queued callbacks.
+
+    gevent runs queued callbacks, and those they queue, until none is left, and
+    lets libev poll the descriptors only between groups of 50 once its switch
+    interval (5 ms) has passed. On a busy node (a publisher's reader, its channel
+    and a queue waking each other for as long as the client sends) that is a poll
+    every 50 process runs, tens of milliseconds apart or more, while the frames of
+    the other nodes (a remote consumer's acks, its ``notify_sent``) wait in the
+    sockets. The BEAM's schedulers check I/O between processes; here a callback
+    that reads the sockets holding input goes among the queued ones, and comes
+    round again while others are queued. An idle hub polls its descriptors itself.
+    One per hub, whatever the number of its nodes, so that two nodes' looks never
+    keep each other going."""
+
+    _by_loop: dict[int, _Laps] = {}
+
+    def __init__(self, loop: Any) -> None:
+        self.loop = loop
+        self.nodes: list[HubIoLoop] = []
+        self.due = False
+        self.laps = 0  # looks run (an idle hub must not go round)
+        # started after gevent's own, so it runs first (libev invokes the prepare
+        # watchers last started first): it sees the callbacks queued before gevent
+        # runs them
+        self.prepare = loop.prepare(ref=False)
+        self.prepare.start(self.arm)
+
+    @classmethod
+    def join(cls, io: HubIoLoop) -> None:
+        loop = io._loop
+        laps = cls._by_loop.get(id(loop))
+        if laps is None:
+            laps = cls._by_loop[id(loop)] = cls(loop)
+        laps.nodes.append(io)
+
+    @classmethod
+    def leave(cls, io: HubIoLoop) -> None:
+        laps = cls._by_loop.get(id(io._loop))
+        if laps is None or io not in laps.nodes:
+            return
+        laps.nodes.remove(io)
+        if not laps.nodes:
+            laps.prepare.stop()
+            laps.prepare.close()
+            del cls._by_loop[id(io._loop)]
+
+    def arm(self) -> None:
+        """Before libev polls: callbacks are queued, so the hub is busy."""
+        if not self.due and _has_callbacks(self.loop):
+            self.due = True
+            self.loop.run_callback(self.lap)
+
+    def lap(self) -> None:
+        self.due = False
+        self.laps += 1
+        for io in list(self.nodes):
+            io.look()
+        if self.nodes and _has_callbacks(self.loop):
+            self.due = True
+            self.loop.run_callback(self.lap)

@@ -23,7 +23,7 @@ from gevent.monkey import get_original
 from actors import Node, api
 from transports.tick import TickConfig
 from transports.zmq import ZmqTransport, node_process_io
-from transports.zmq_io import HubIoLoop, _has_input
+from transports.zmq_io import HubIoLoop, _has_input, _Laps
 from transports.zmq_node import free_port
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -152,12 +152,20 @@ def test_an_idle_session_does_not_spin(pair: tuple[Node, Node]) -> None:
     a, b = pair
     with a.attached():
         assert a.ping(b.name) == "pong"
+        while not b.is_connected(a.name):  # the session is up on both sides
+            api.sleep(10)
         io = a.transport._io  # type: ignore[union-attr]
-        before = io.rounds
+        laps = _Laps._by_loop[id(gevent.get_hub().loop)]
+        assert laps.nodes == [a.transport._io, b.transport._io]  # type: ignore[union-attr]
+        before, laps_before = io.rounds, laps.laps
         gevent.sleep(1.0)
         # no timer is due in that second; a descriptor that
         # stayed readable would run thousands of rounds in a second
         assert io.rounds - before < 50
+        # and the look between callbacks stops with them (two nodes' looks that kept
+        # each other going ran over ten thousand a second; a wake-up now and then
+        # may still bring one)
+        assert laps.laps - laps_before < 1000
 
 
 def test_close_ends_the_peers_session_and_later_sends_are_ignored(
