@@ -140,7 +140,8 @@ class MemoryLog(LogBase):
         pos = idx - self._first
         if 0 <= pos < len(self._entries):
             return self._entries[pos][1]
-        return None
+        entry = self._sparse.get(idx) if self._sparse else None
+        return entry[1] if entry is not None else None
 
     def live_entries(self) -> list[Entry]:
         """The entries kept below the snapshot, ascending (what a restart keeps)."""

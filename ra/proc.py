@@ -534,7 +534,7 @@ class RaServerProc:
         s = self.s
         self._count(old, msg)
         s.log.wal_up = self._node.whereis(self.system.wal_name) is not None
-        new, s, effects = server.handle(old, msg, s, self.now())
+        new, s, effects = server.handle(old, msg, s, self.now(), evtype)
         self.persist_term_and_vote()
         if new == server.STOP:
             run_effects(self, effects, evtype)

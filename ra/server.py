@@ -137,10 +137,12 @@ def _unsupported(msg: Any) -> Effects:
 # ---------------------------------------------------------------------------
 
 
-def handle(raft_state: str, msg: Any, s: ServerState, now_ms: int | None = None) -> Result:
-    """Dispatch `msg` to the handler of `raft_state`."""
+def handle(raft_state: str, msg: Any, s: ServerState, now_ms: int | None = None,
+           event_type: Any = None) -> Result:
+    """Dispatch `msg` to the handler of `raft_state`; `event_type` is how it arrived."""
     if now_ms is not None:
         s.now_ms = now_ms
+    s.current_event_type = event_type
     handler = _HANDLERS.get(raft_state)
     if handler is None:
         raise ValueError(f"no pure handler for raft state {raft_state!r}")
@@ -1056,6 +1058,7 @@ def _follower_install_snapshot(rpc: InstallSnapshotRpc, s: ServerState) -> Resul
         if flag == INIT:
             # live entries will follow; entries above last_applied cannot be trusted
             s.log.set_last_index(s.last_applied)
+            s.snapshot_has_live = True
         update_term(rpc.term, s)
         s.snapshot_phase = flag
         s.leader_id = rpc.leader_id
@@ -1077,6 +1080,8 @@ def abort_receive(s: ServerState) -> None:
     """Drop a partial snapshot; entries written during a ``pre`` phase are undone."""
     s.accepting = None
     s.snapshot_phase = None
+    s.snapshot_has_live = False
+    s.awaiting_pending = None
     s.log.set_last_index(s.last_applied)
 
 
@@ -1101,7 +1106,15 @@ def handle_receive_snapshot(msg: Any, s: ServerState) -> Result:
             abort_receive(s)
             return FOLLOWER, s, []
         case ("ra_log_event", evt):
-            return RECEIVE_SNAPSHOT, s, log_event(evt, s)
+            effects = log_event(evt, s)
+            held = s.awaiting_pending
+            if held is not None and not s.log.pending():
+                # the live entries are durable: the held-back last chunk completes now
+                s.awaiting_pending = None
+                etype, rpc = held
+                effects.append(("next_event", rpc) if etype is None
+                               else ("next_event", etype, rpc))
+            return RECEIVE_SNAPSHOT, s, effects
         case InfoRpc(term=term) | InfoReply(term=term) if term > cur:
             abort_receive(s)
             update_term(term, s)
@@ -1140,6 +1153,11 @@ def _receive_chunk(rpc: InstallSnapshotRpc, s: ServerState) -> Result:
         s.snapshot_phase = NEXT
         return RECEIVE_SNAPSHOT, s, [("reply", reply)]
     assert flag == LAST, f"unknown chunk flag {flag!r}"
+    if s.snapshot_has_live and s.log.pending():
+        # as Ra: live entries written in the pre phase must be durable before the
+        # snapshot above them is installed; the chunk is handled again once they are
+        s.awaiting_pending = (s.current_event_type, rpc)
+        return RECEIVE_SNAPSHOT, s, []
     return _complete_snapshot(acc, num, rpc.data, reply, s)
 
 
@@ -1171,6 +1189,8 @@ def _complete_snapshot(
     s.machine_state = mac_state
     s.accepting = None
     s.snapshot_phase = None
+    s.snapshot_has_live = False
+    s.awaiting_pending = None
     return FOLLOWER, s, [("reply", reply), *log_effects, *installed]
 
 

@@ -345,7 +345,7 @@ class Sim:
             _, component, pid, info = msg
             new, srv.state, effects = server.handle_down(old, component, pid, info, srv.state)
         else:
-            new, srv.state, effects = server.handle(old, msg, srv.state, self.now)
+            new, srv.state, effects = server.handle(old, msg, srv.state, self.now, evtype)
         if new == server.STOP:
             self._run_effects(srv, effects, evtype)
             srv.stopped = True

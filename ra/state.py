@@ -183,6 +183,14 @@ class ServerState:
     pending_release_cursor: tuple[int, Any, list[Any]] | None = None
     #: chunk flag of the last accepted install_snapshot_rpc (receive_snapshot only)
     snapshot_phase: str | None = None
+    #: the snapshot being received has live entries (an ``init`` came first)
+    snapshot_has_live: bool = False
+    #: a ``last`` chunk held back until the live entries written meanwhile are
+    #: durable: ``(event type, rpc)``, handled again once nothing is pending
+    awaiting_pending: tuple[Any, Any] | None = None
+    #: how the event being handled arrived (``cast``, ``("call", from)``...), so a
+    #: held-back call can be handled again later and still be answered
+    current_event_type: Any = None
     #: the snapshot being received (receive_snapshot only)
     accepting: Accepting | None = None
     #: wall clock (ms) of the event being handled; set by the caller

@@ -394,6 +394,29 @@ def test_init_then_pre_phase_of_a_live_index_snapshot() -> None:
     assert st.log.last_index_term() == (5, 1)
 
 
+def test_the_last_chunk_waits_until_the_live_entries_written_before_it_are_durable() -> None:
+    # as Ra: a snapshot is installed above its live entries only once they are
+    # written; the held-back call is handled again, and answered, after that
+    st = server(S3, log=entries(1, 1, 1), term=1)
+    core.handle("follower", AppendEntriesRpc(1, S1, 2, 3, 1, ()), st)
+    st.log.handle_event(("written", 1, [1, 2]))
+    init_rpc = InstallSnapshotRpc(2, S1, meta(8, 1), (0, "init"), [])
+    role, st, effects = core.handle("follower", init_rpc, st)
+    role, st, _ = core.handle(role, init_rpc, st)
+    pre = InstallSnapshotRpc(2, S1, meta(8, 1), (0, "pre"), [(5, 1, ("usr", {}, 1, "noreply"))])
+    role, st, _ = core.handle(role, pre, st)
+    ((_, data),) = ra_snapshot.chunks(ra_snapshot.encode_state(7), 1000)
+    last = InstallSnapshotRpc(2, S1, meta(8, 1), (1, "last"), data)
+    caller = ("call", "the sender")
+    role, st, effects = core.handle(role, last, st, None, caller)
+    assert (role, effects, st.last_applied) == ("receive_snapshot", [], 2)
+    role, st, effects = core.handle(role, ("ra_log_event", ("written", 1, [5])), st)
+    assert effects == [("next_event", caller, last)]
+    role, st, effects = core.handle(role, last, st, None, caller)
+    assert (role, st.last_applied, st.machine_state) == ("follower", 8, 7)
+    assert effects[0] == ("reply", InstallSnapshotResult(2, 8, 1))
+
+
 def test_a_pre_chunk_does_not_start_an_install_on_a_follower() -> None:
     # only init, or a first next/last chunk, starts one; otherwise the leader is
     # told where the follower is (a failed append_entries_reply at last_applied)
