@@ -19,6 +19,7 @@ supported.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -65,9 +66,11 @@ from fifo.commands import make_purge
 from fifo.queries import query_stat
 from fifo.replica_trace import warren_id
 from ra import api
-from releases import when_denied
+from releases import WHEN_PERMITTED, when_denied
 
 __all__ = ["QuorumBackend", "QuorumSession"]
+
+log = logging.getLogger("warren.channel")
 
 #: `rabbit_quorum_queue` STAT_TIMEOUT: passive declare gives (0, 0) when slower.
 STAT_TIMEOUT = 250
@@ -307,10 +310,15 @@ class QuorumSession:
         declare (new or existing queue) is a 541 with RabbitMQ's deprecation warning,
         unless the node's config permits the feature."""
         release = self.b.registry.release
-        if "x-queue-master-locator" in args and not self.b.permits("queue_master_locator"):
+        if "x-queue-master-locator" not in args:
+            return
+        if not self.b.permits("queue_master_locator"):
             raise AmqpError("INTERNAL_ERROR", when_denied(
                 "queue_master_locator", release.deprecated_features.get(
                     "queue_master_locator", "permitted_by_default")))
+        if release.deprecated_features:  # used while permitted: RabbitMQ warns
+            log.warning("Deprecated features: `queue_master_locator`: %s",
+                        WHEN_PERMITTED["queue_master_locator"])
 
     def _declare_classic(self, name: str, durable: bool, exclusive: bool, auto_delete: bool,
                          args: dict[str, Any]) -> DeclareOk:
