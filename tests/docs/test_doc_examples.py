@@ -24,6 +24,12 @@ out — its whole process group is killed, and so is any process that left the
 group (a node started in a session of its own) but works in the block's temporary
 directory or names it on its command line.
 
+The blocks run two at a time, ahead of their tests and in the tests' order, each
+still in a process and a directory of its own: most of an example's time is
+waiting (nodes booting, a JVM starting), so the demo no longer holds up the short
+blocks behind it. Each test waits for its own block's result; whatever is still
+running when the module ends is killed.
+
 Blocks without a language are diagrams and sample output, not code.
 """
 
@@ -35,6 +41,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +61,8 @@ TIMEOUT = 180
 SCRIPT_TIMEOUT = 600
 #: seconds pytest-timeout gives a test beyond its example's own limit (for the cleanup)
 CLEANUP = 60
+#: examples running at once
+WORKERS = 2
 _BLOCK = re.compile(r"^```(python|sh)\n(.*?)^```", re.S | re.M)
 _LOOPBACK_PORT = re.compile(r"127\.0\.0\.1:(\d{2,5})")
 _REPO_SCRIPT = re.compile(r"^bash scripts/", re.M)
@@ -148,8 +159,10 @@ def kill_leftovers(workdir: Path) -> list[int]:
     return killed
 
 
-def run_example(block: Block) -> subprocess.CompletedProcess[str]:
-    """Run `block` in a temporary directory; never leaves anything running."""
+def run_example(block: Block, started: Callable[[subprocess.Popen[str]], None] = lambda _: None,
+                ) -> subprocess.CompletedProcess[str]:
+    """Run `block` in a temporary directory; never leaves anything running. `started`
+    is handed the example's process as soon as it runs."""
     with tempfile.TemporaryDirectory(prefix="warren-doc-") as tmp:
         workdir = Path(tmp)
         env = dict(os.environ, PYTHONPATH=str(ROOT), WARREN_RUNS=str(workdir / "runs"))
@@ -158,6 +171,7 @@ def run_example(block: Block) -> subprocess.CompletedProcess[str]:
         proc = subprocess.Popen(args, cwd=ROOT if script else workdir, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
+        started(proc)
         try:
             out, err = proc.communicate(timeout=block.timeout)
         finally:
@@ -169,6 +183,43 @@ def run_example(block: Block) -> subprocess.CompletedProcess[str]:
             if proc.poll() is None:
                 proc.communicate()
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+class ExampleRunner:
+    """Runs examples `workers` at a time, in the order given, ahead of the tests that
+    ask for their results."""
+
+    def __init__(self, blocks: list[Block], workers: int = WORKERS) -> None:
+        self._procs: list[subprocess.Popen[str]] = []
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="doc-example")
+        self._results: dict[Block, Future[subprocess.CompletedProcess[str]]] = {
+            b: self._pool.submit(run_example, b, self._started) for b in blocks}
+
+    def _started(self, proc: subprocess.Popen[str]) -> None:
+        with self._lock:
+            self._procs.append(proc)
+
+    def running(self) -> list[subprocess.Popen[str]]:
+        """The examples' processes that have not ended yet."""
+        with self._lock:
+            return [p for p in self._procs if p.poll() is None]
+
+    def result(self, block: Block) -> subprocess.CompletedProcess[str]:
+        """`block`'s run, once it has ended (its own time limit applies)."""
+        return self._results[block].result()
+
+    def close(self) -> None:
+        """Drop the examples not started yet, kill those running, and wait for their
+        cleanup (`run_example` kills what each one started)."""
+        for future in self._results.values():
+            future.cancel()
+        for proc in self.running():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._pool.shutdown(wait=True)
 
 
 BLOCKS = [block for page in PAGES for block in code_blocks(page)]
@@ -183,10 +234,24 @@ def test_the_readme_and_docs_have_examples_that_run() -> None:
     assert any(b.language == "sh" for b in RUN)
 
 
+@pytest.fixture(scope="module")
+def examples(request: pytest.FixtureRequest) -> Iterator[ExampleRunner]:
+    """The examples this session's tests will check, started in the tests' order."""
+    params = [item.callspec.params for item in request.session.items
+              if isinstance(item, pytest.Function) and item.module is request.module
+              and item.originalname == "test_each_example_runs_as_written"]
+    selected = [b for p in params if isinstance(b := p.get("block"), Block)]
+    runner = ExampleRunner(selected)
+    try:
+        yield runner
+    finally:
+        runner.close()
+
+
 @pytest.mark.parametrize("block", [
     pytest.param(b, id=b.where, marks=pytest.mark.timeout(b.timeout + CLEANUP)) for b in RUN])
-def test_each_example_runs_as_written(block: Block) -> None:
-    done = run_example(block)
+def test_each_example_runs_as_written(block: Block, examples: ExampleRunner) -> None:
+    done = examples.result(block)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -222,6 +287,17 @@ def test_what_an_example_started_in_a_session_of_its_own_is_killed(tmp_path: Pat
         if escaped.poll() is None:
             escaped.kill()
             escaped.wait()
+
+
+def test_an_example_still_running_when_the_module_ends_is_killed() -> None:
+    block = Block("page.md", 1, "sh", "sleep 300\n")
+    runner = ExampleRunner([block], workers=1)
+    try:
+        assert eventually(runner.running, timeout=60), "the example never started"
+    finally:
+        runner.close()
+    assert runner.running() == []
+    assert runner.result(block).returncode == -signal.SIGKILL
 
 
 def test_the_demo_runs_from_the_checkout_and_other_shell_blocks_in_a_temporary_one() -> None:
