@@ -464,7 +464,7 @@ class DiskLog(LogBase):
     def append(self, entry: Entry) -> None:
         idx = entry[0]
         self._check_append(idx)
-        prev = self._last
+        prev = self._prev_wal_index()
         tid = self._insert(entry)
         self._last = idx
         self._pending = ra_seq.append(idx, self._pending)
@@ -473,7 +473,7 @@ class DiskLog(LogBase):
     def write(self, entries: Sequence[Entry]) -> None:
         if not entries:
             return
-        prev = self._last
+        prev = self._prev_wal_index()
         self._make_room(entries[0][0])
         pending = self._pending
         runs: list[WalWrite] = []
@@ -494,13 +494,19 @@ class DiskLog(LogBase):
         else:
             self._wal_out.extend(runs)
 
+    def _prev_wal_index(self) -> int:
+        """``ra_log:previous_wal_index``: the index written before the next write,
+        -1 when nothing lies above the snapshot (an installed snapshot's live
+        entries sit below it, so the WAL must not expect them to precede)."""
+        return self._last if self._last >= self._first else -1
+
     def write_sparse(self, entry: Entry) -> None:
         idx = entry[0]
         if idx <= self._last:
             raise ValueError(f"sparse write of {idx} not above the log's end {self._last}")
         if not self.wal_up:
             raise WalDown()
-        prev = self._last
+        prev = self._prev_wal_index()
         tid = self._insert(entry)
         self._last = idx
         self._pending = ra_seq.append(idx, self._pending)

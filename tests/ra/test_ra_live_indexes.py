@@ -14,7 +14,7 @@ from ra import snapshot_store
 from ra.disk_log import DiskLog, run_bg_work
 from ra.log import MemoryLog
 from ra.log_ets import LogEts
-from tests.ra.ra_disk_support import Stack, drain_events, pump
+from tests.ra.ra_disk_support import Stack, drain_events, flush_to_wal, next_msg, pump
 
 UID = "U1"
 CLUSTER: dict[Any, Any] = {("s1", "n1"): {}}
@@ -202,4 +202,31 @@ def test_an_aborted_install_undoes_the_sparse_writes(node: Node, tmp_path: Any) 
         log.write(es(4, 5, 3))
         pump(log, UID, lambda: written_up(log))
         assert log.fold(1, 10) == [*es(1, 3), *es(4, 5, 3)]
+        stack.stop_all()
+
+
+def test_the_first_write_after_installing_a_snapshot_with_live_entries_needs_no_resend(
+    node: Node, tmp_path: Any
+) -> None:
+    # as Ra's previous_wal_index: a log with nothing above its snapshot names no
+    # previous index, so the WAL takes the write although the smallest live index
+    # lies below the snapshot
+    with node.attached():
+        stack = Stack(str(tmp_path)).start(segment_max_entries=4)
+        log = open_log(stack)
+        log.write(es(1, 4))
+        pump(log, UID, lambda: written_up(log))
+        log.set_last_index(2)
+        log.write_sparse((6, 2, ("cmd", 6, 2)))
+        pump(log, UID, lambda: log.pending() == [])
+        log.install_snapshot({"index": 8, "term": 2, "cluster": CLUSTER, "machine_version": 0},
+                             "s8", [1, 6])
+        log.write(es(9, 10, 2))
+        flush_to_wal(log, UID)
+        msg = next_msg()
+        assert msg == ("ra_log_event", ("written", 2, [10, 9])), msg
+        log.handle_event(msg[1])
+        assert log.last_written() == (10, 2)
+        assert log.sparse_read([1, 6, 9]) == [(1, 1, ("cmd", 1, 1)), (6, 2, ("cmd", 6, 2)),
+                                              (9, 2, ("cmd", 9, 2))]
         stack.stop_all()
