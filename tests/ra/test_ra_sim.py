@@ -217,3 +217,49 @@ def test_a_partitioned_follower_catches_up_by_snapshot(seed: int) -> None:
     assert {s.state.machine_state for s in sim.servers.values()} == {total}
     assert sim.servers[lagging].state.log.snapshot_index_term() is not None
     sim.check_log_matching()
+
+
+class KeepingCounter:
+    """Adds integers, and keeps the raft index of every multiple of 7 it was given:
+    those entries are its live indexes. It releases its log every 5 entries."""
+
+    def init(self, config: dict[str, object]) -> dict[int, int]:
+        return {}
+
+    def apply(self, meta: dict[str, object], command: tuple[str, int],
+              state: dict[int, int]) -> tuple[object, ...]:
+        idx = int(meta["index"])  # type: ignore[call-overload]
+        n = command[1]
+        if n % 7 == 0:
+            state = {**state, n: idx}
+        effects = [("release_cursor", idx, state)] if idx % 5 == 0 else []
+        return (state, n, effects)
+
+    def live_indexes(self, state: dict[int, int]) -> list[int]:
+        return sorted(state.values())
+
+
+@pytest.mark.parametrize("seed", [4, 9, 23])
+def test_a_partitioned_follower_gets_the_live_entries_with_the_snapshot(seed: int) -> None:
+    sim = Sim(seed=seed, machine=KeepingCounter(), min_snapshot_interval=8,
+              snapshot_chunk_size=4)
+    sim.trigger_election(sim.ids[0])
+    lead = sim.run_until_leader()
+    assert lead is not None
+    lagging = next(sid for sid in sim.ids if sid != lead)
+    sim.partition([sid[1] for sid in sim.ids if sid != lagging], [lagging[1]])
+    for i in range(1, 61):
+        sim.command(("add", i), i, to=lead)
+        sim.run_for(20)
+    sim.run_for(2_000)
+    sim.heal()
+    sim.run_for(15_000)
+    assert any(peer == lagging for peer, _ in sim.installs)
+    kept = sim.servers[lead].state.machine_state
+    assert sorted(kept) == [7, 14, 21, 28, 35, 42, 49, 56]
+    for s in sim.servers.values():
+        log = s.state.log
+        snap = log.snapshot_index_term()
+        assert snap is not None and snap[0] > max(kept.values())
+        entries = log.sparse_read(kept.values())
+        assert [e[2][2] for e in entries] == [("add", n) for n in sorted(kept)]
