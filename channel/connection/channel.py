@@ -429,8 +429,11 @@ class ChannelProcess:
         name = _strip(m.queue)
         self._queue_declare_access(name, m)
         if not (m.passive or m.durable or m.exclusive) \
-                and not self.cfg.permits("transient_nonexcl_queues"):
-            # rabbit_amqqueue:declare, before the queue type has a say
+                and not self.cfg.permits("transient_nonexcl_queues") \
+                and not name.startswith("amq.") and not self.session.exists(name):
+            # rabbit_amqqueue:declare, when a queue is to be created and before the
+            # queue type has a say: a reserved name is refused before it, and an
+            # existing queue is compared with the declare instead
             raise AmqpError("INTERNAL_ERROR",
                             self.cfg.denied_warning("transient_nonexcl_queues"))
         ok = self.session.declare(name, passive=m.passive, durable=m.durable,

@@ -38,7 +38,7 @@ from classic.queue_sup import start_queue_sup
 from fifo.machine import RabbitFifo
 from ra import api
 from releases import RELEASES, Release
-from tests.channel.conftest import Broker, client, make_broker
+from tests.channel.conftest import Broker, client, make_broker, refused
 from tests.channel.test_channel_consumer_timeout import closed_with, consume_without_ack
 
 QQ = {"x-queue-type": "quorum"}
@@ -204,6 +204,31 @@ def test_4_3_refuses_transient_non_exclusive_queues_by_default(node: Node,
         else:  # a hard error, its text cut to AMQP's 255 characters
             assert _declare_transient(broker) == (541, DENIED_BY_DEFAULT[:252] + "...")
         assert _declare_transient(broker, exclusive=True) == "ok"
+    finally:
+        broker.listener.stop()
+
+
+def test_4_3_checks_a_transient_declare_as_rabbit_amqqueue_declare_does(node: Node) -> None:
+    """The refusal comes where RabbitMQ makes it, when a new queue is to be created: a
+    reserved name is refused by the channel first, and an existing queue is compared
+    with the declare (so a plain redeclare of a durable queue is a 406, not a 541)."""
+    broker = make_broker(node, Config(silent_close_delay_ms=20, closing_timeout_ms=2000,
+                                      release=RELEASES["4.3"]))
+
+    def run() -> Any:
+        conn = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", broker.port, connection_attempts=1))
+        try:
+            conn.channel().queue_declare("kept", durable=True)
+            return [refused(conn, lambda ch: ch.queue_declare("amq.mine")),
+                    refused(conn, lambda ch: ch.queue_declare("kept"))]
+        finally:
+            conn.close()
+    try:
+        assert client(run) == [
+            (403, "ACCESS_REFUSED - queue name 'amq.mine' contains reserved prefix 'amq.*'"),
+            (406, "PRECONDITION_FAILED - inequivalent arg 'durable' for queue 'kept' in "
+                  "vhost '/': received 'false' but current is 'true'")]
     finally:
         broker.listener.stop()
 
