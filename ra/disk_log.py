@@ -78,6 +78,8 @@ Fsync = Callable[[int], None]
 
 #: Ra's ``?DEF_MAJOR_COMPACTION_STRAT``: ``{num_minors, 8}``
 DEFAULT_NUM_MINORS = 8
+#: live entries a major compaction puts into one merged segment at most
+MAX_COMPACTED_ENTRIES = 4096
 
 
 def _kind_dir(kind: str) -> str:
@@ -272,51 +274,80 @@ class DiskLog(LogBase):
         return []
 
     def _major_compaction(self) -> None:
-        """Rewrite each segment file below the snapshot that holds dead entries beside
-        live ones into a sparse segment of the live ones (``major_compaction``).
+        """Rewrite the segment files below the snapshot that hold live entries into
+        sparse segments of the live entries only (``major_compaction``).
 
-        Files are rewritten in place (written aside, fsynced, renamed over), so
-        the order of the files, which decides what a restart reads, stays as it
-        was. The rewrite runs on the thread pool while this server waits: a
-        reader never sees a file change under its cached index.
+        Neighbouring files (in file order) are merged, up to
+        `MAX_COMPACTED_ENTRIES` live entries a file: the result takes the name of
+        the first and the others are deleted, so the order of the files, which
+        decides what a restart reads, stays as it was (a file's effective
+        entries all lie below those of every newer file). A crash between the
+        rename and the deletes leaves the old files, newer in order, in front of
+        the merged one: they hold the same entries. The rewrite runs on the
+        thread pool while this server waits: a reader never sees a file change
+        under its cached index.
         """
         self.minor_compactions = 0
         snap = self.snapshot_index_term()
         if snap is None:
             return
-        jobs: list[tuple[str, list[int]]] = []
-        for lo, hi, name in self._segs:
-            if hi > snap[0]:
-                continue
-            live = self._live_in(lo, hi)
-            full = self._seg_files.get(name)
-            if not live or full is None:
-                continue
-            path = os.path.join(self.dir, name)
-            if self._reader.index(path).indexes() == live:
+        interval = {name: (lo, hi) for lo, hi, name in self._segs}
+        groups: list[list[tuple[str, list[int]]]] = []
+        run: list[tuple[str, list[int]]] = []
+        count = 0
+        for name in sorted(self._seg_files):
+            iv = interval.get(name)
+            live = self._live_in(*iv) if iv is not None and iv[1] <= snap[0] else []
+            if run and (not live or count + len(live) > MAX_COMPACTED_ENTRIES):
+                groups.append(run)
+                run, count = [], 0
+            if live:
+                run.append((name, live))
+                count += len(live)
+        if run:
+            groups.append(run)
+        jobs: list[tuple[str, list[str], list[Entry]]] = []
+        for group in groups:
+            first, first_live = group[0]
+            others = [name for name, _ in group[1:]]
+            if not others and (self._reader.index(os.path.join(self.dir, first)).indexes()
+                               == first_live):
                 continue  # already just the live entries
-            jobs.append((name, live))
+            ents = sorted((e for name, idxs in group for i in idxs
+                           if (e := self._read_seg(name, i)) is not None), key=lambda e: e[0])
+            if ents:
+                jobs.append((first, others, ents))
         if not jobs:
             return
         self.major_compactions += 1
-        entries = {name: [e for i in live if (e := self._read_seg(name, i)) is not None]
-                   for name, live in jobs}
-        refs = gevent.get_hub().threadpool.apply(self._rewrite, (entries,))
-        for name, (lo, hi) in refs:
-            self._reader.forget(os.path.join(self.dir, name))
-            self._seg_files[name] = (lo, hi)
-            self._segs = [(max(a, lo), min(b, hi), n) if n == name else (a, b, n)
-                          for a, b, n in self._segs]
+        refs = gevent.get_hub().threadpool.apply(self._rewrite, (jobs,))
+        for (first, rest, _ents), (_name, (lo, hi)) in zip(jobs, refs, strict=True):
+            gone = {first, *rest}
+            for name in gone:
+                self._reader.forget(os.path.join(self.dir, name))
+            for name in rest:
+                del self._seg_files[name]
+            self._seg_files[first] = (lo, hi)
+            self._segs = sorted([s for s in self._segs if s[2] not in gone] + [(lo, hi, first)])
         self._seg_starts = [s[0] for s in self._segs]
 
     def _read_seg(self, name: str, idx: int) -> Entry | None:
         got = self._reader.read(os.path.join(self.dir, name), idx, idx)
         return got[0] if got and got[0][0] == idx else None
 
-    def _rewrite(self, entries: dict[str, list[Entry]]) -> list[ra_segment.SegRef]:
-        """On a pool thread: replace each named segment by a sparse one of its entries."""
-        return [ra_segment.rewrite_sparse(os.path.join(self.dir, name), ents, fsync=self._fsync)
-                for name, ents in entries.items() if ents]
+    def _rewrite(self, jobs: list[tuple[str, list[str], list[Entry]]]) -> list[ra_segment.SegRef]:
+        """On a pool thread: each job's entries become a sparse segment under the name
+        of its first file, then the job's other files are deleted."""
+        refs = []
+        for first, rest, ents in jobs:
+            refs.append(ra_segment.rewrite_sparse(os.path.join(self.dir, first), ents,
+                                                  fsync=self._fsync))
+            for name in rest:
+                try:
+                    os.unlink(os.path.join(self.dir, name))
+                except FileNotFoundError:
+                    pass
+        return refs
 
     def _gc_segments(self) -> int:
         live = {s[2] for s in self._segs}

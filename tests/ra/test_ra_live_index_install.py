@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ra import api
+from ra import api, segment
 from ra import aux as ra_aux
 from ra import system as ra_system
 from ra.machine import Machine
@@ -94,7 +94,7 @@ def _caught_up(sid: Any, leader: Any) -> bool:
 
 
 def test_a_lagging_member_gets_the_live_entries_it_lacks_and_serves_them_as_leader(
-        disk_cluster: Cluster) -> None:
+        disk_cluster: Cluster, tmp_path: Path) -> None:
     c = disk_cluster
     s1, s2, s3 = c.ids
     expected = {key: f"value of {key}" for key in KEPT}
@@ -143,4 +143,12 @@ def test_a_lagging_member_gets_the_live_entries_it_lacks_and_serves_them_as_lead
         assert api.restart_server(SYSTEM, s3) == "ok"
         wait_until(lambda: _caught_up(s3, api.members(c.ids, 2000)[2]),
                    what="s3 to recover")
+        assert _values(s3) == expected
+
+        # a major compaction on request leaves only live entries below the snapshot
+        s3_dir = tmp_path / c.node_of(s3).name.split("@")[0] / overview(s3)["uid"]
+        assert api.trigger_compaction(s3) == "ok"
+        wait_until(lambda: any(segment.read_index(str(p)).idxs is not None
+                               for p in s3_dir.glob("*.segment")),
+                   what="a sparse segment")
         assert _values(s3) == expected
