@@ -131,8 +131,11 @@ class Consumers:
 
         Consumers met on the way that cannot take a message are blocked.
         """
-        for prio in sorted((p for p, line in self._lines.items() if line), reverse=True):
-            line = self._lines[prio]
+        lines = self._lines
+        order = lines if len(lines) == 1 else sorted(
+            (p for p, line in lines.items() if line), reverse=True)
+        for prio in order:
+            line = lines[prio]
             while line:
                 key = line.popleft()
                 c = self.by_key[key]

@@ -437,9 +437,10 @@ class QueueProcess(GenServer):
     def _arm(self, state: QueueState) -> None:
         """One timer for the earlier of message expiry and queue expiry."""
         core = state.core
-        deadlines = [d for d in (core.message_expiry_deadline(), core.queue_expiry_deadline())
-                     if d is not None]
-        due = min(deadlines) if deadlines else None
+        due = core.message_expiry_deadline()
+        queue_due = core.queue_expiry_deadline()
+        if queue_due is not None and (due is None or queue_due < due):
+            due = queue_due
         if due == state.timer_at:
             return
         if state.timer is not None:
