@@ -30,7 +30,7 @@ def setup(broker: Broker) -> Iterator[Callable[[Permission], pika.BlockingConnec
     admin = client(lambda: pika.BlockingConnection(params(broker, "guest", "guest")))
     ch = client(admin.channel)
     client(lambda: ch.exchange_declare("x", "direct"))
-    client(lambda: ch.queue_declare("q"))
+    client(lambda: ch.queue_declare("q", durable=True))
     client(lambda: ch.queue_bind("q", "x", "k"))
     client(lambda: ch.basic_publish("", "q", b"m"))
     conns: list[pika.BlockingConnection] = [admin]
@@ -103,7 +103,7 @@ def test_passive_declare_accepts_any_one_permission(
 def test_permissions_are_unanchored_regular_expressions(
         setup: Callable[[Permission], pika.BlockingConnection]) -> None:
     conn = setup(Permission("mine", ".*", ".*"))
-    ok(conn, lambda ch: ch.queue_declare("not-mine-either"))
+    ok(conn, lambda ch: ch.queue_declare("not-mine-either", durable=True))
     assert refused(conn, lambda ch: ch.queue_declare("yours"))[0] == 403
 
 
@@ -119,7 +119,7 @@ def test_granted_operations_work(setup: Callable[[Permission], pika.BlockingConn
     conn = setup(Permission("^own", "^(own|x)", "^(own|x|q)$"))
 
     def work(ch: Any) -> int:
-        ch.queue_declare("own")
+        ch.queue_declare("own", durable=True)
         ch.queue_bind("own", "x", "k")
         method, _props, body = ch.basic_get("q", auto_ack=True)
         assert body == b"m"

@@ -95,7 +95,7 @@ def test_channel_close_takes_its_writer_and_limiter_and_nothing_else(
                                    ("channel_sup", "channel", "writer", "limiter")),
                    "the first channel's supervisor and children stopped")
     assert len(children(broker, reader.channel_sup_sup)) == 1
-    client(lambda: ch2.queue_declare("still-works"))
+    client(lambda: ch2.queue_declare("still-works", durable=True))
     assert alive(broker, reader.sup) and alive(broker, reader.me)
 
 
@@ -113,7 +113,7 @@ def test_a_crashing_channel_closes_its_connection_with_541_and_no_other(
                                        ("channel_sup", "writer", "limiter")),
                        "the crashed channel's supervisor, writer and limiter stopped")
         hub_wait_until(lambda: not alive(broker, victim.sup), "the connection's tree stopped")
-        client(lambda: other_ch.queue_declare("unaffected"))
+        client(lambda: other_ch.queue_declare("unaffected", durable=True))
         assert len(broker.listener.readers) == 1
     finally:
         client(other.close)

@@ -37,7 +37,7 @@ class Setup:
         for name, type_ in (("t", "topic"), ("t2", "topic"), ("d", "direct"), ("f", "fanout"),
                             ("x2", "fanout")):
             client(lambda n=name, ty=type_: ch.exchange_declare(n, ty))
-        client(lambda: ch.queue_declare("q"))
+        client(lambda: ch.queue_declare("q", durable=True))
         client(lambda: ch.queue_bind("q", "t", "#"))
         self.admin_ch = ch
 

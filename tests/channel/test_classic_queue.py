@@ -48,6 +48,15 @@ LOCKED = ("cannot obtain exclusive access to locked queue '{}' in vhost '/'. It 
 
 
 @pytest.fixture
+def config() -> Config:
+    """The queues here are transient classic queues, as RabbitMQ users declared them up
+    to 4.2; where a release denies `transient_nonexcl_queues` by default (4.3), a user
+    keeping such queues permits the deprecated feature, and so do these tests."""
+    return Config(silent_close_delay_ms=20, closing_timeout_ms=2000,
+                  deprecated_features_permit={"transient_nonexcl_queues": True})
+
+
+@pytest.fixture
 def broker(node: Node, config: Config) -> Iterator[Broker]:
     with node.attached():
         result = start_queue_sup()
@@ -625,6 +634,8 @@ def test_a_durable_queue_on_a_down_node_is_retried_then_times_out_as_4x_answers(
             arguments={})) == ("NOT_FOUND", "no queue 'q' in vhost '/'")
 
 
+@pytest.mark.parametrize("config", [Config(
+    silent_close_delay_ms=20, closing_timeout_ms=2000, release=RELEASES["4.2"])], ids=["4.2"])
 def test_a_global_qos_limits_the_channels_unacked_deliveries_across_its_classic_queues(
         conn: Any) -> None:
     """With `global_qos` permitted (4.0 to 4.2), `basic.qos(global=true)` caps the
@@ -653,6 +664,31 @@ def test_a_global_qos_limits_the_channels_unacked_deliveries_across_its_classic_
     first, left, after_ack = client(work)
     assert len(first) == 3 and sum(left) == 3
     assert len(after_ack) == 1 and after_ack[0] not in first
+
+
+@pytest.mark.parametrize("config", [Config(
+    silent_close_delay_ms=20, closing_timeout_ms=2000, release=RELEASES["4.3"])], ids=["4.3"])
+def test_a_global_qos_limits_each_consumer_where_the_release_denies_it(conn: Any) -> None:
+    """With `global_qos` denied (4.3's default), `basic.qos(global=true)` is taken as a
+    per-consumer prefetch: each consumer gets up to the count, whatever the others hold."""
+    def work() -> tuple[list[bytes], list[int]]:
+        ch = conn.channel()
+        for name in ("g1", "g2"):
+            ch.queue_declare(name, durable=True)
+            for i in range(4):
+                ch.basic_publish("", name, f"{name}-{i}".encode())
+        ch.basic_qos(prefetch_count=3, global_qos=True)
+        got: list[bytes] = []
+        for name in ("g1", "g2"):
+            ch.basic_consume(name, lambda _c, _m, _p, body: got.append(body))
+        drain(conn, ch, lambda: len(got) >= 6)
+        other = conn.channel()
+        left = [other.queue_declare(n, passive=True).method.message_count
+                for n in ("g1", "g2")]
+        return sorted(got), left
+    got, left = client(work)
+    assert got == sorted(f"{n}-{i}".encode() for n in ("g1", "g2") for i in range(3))
+    assert left == [1, 1]
 
 
 def _crash(backend: ClassicBackend, name: str) -> None:

@@ -46,7 +46,7 @@ def _assemble_properties(assembler: Assembler, payload: bytes) -> bytes:
 
 def test_publishes_with_one_key_and_properties_share_them_in_the_queue(
         broker: Broker, conn: Any) -> None:
-    ok(conn, lambda ch: ch.queue_declare("shared"))
+    ok(conn, lambda ch: ch.queue_declare("shared", durable=True))
 
     def publish() -> None:
         ch = conn.channel()
