@@ -1,11 +1,12 @@
 """`classic-rpc` end to end: RPC clients with exclusive server-named reply queues and
 RPC servers on a durable classic work queue, whose home node is killed and restarted
-meanwhile. The run passes the analysis (what RabbitMQ does not keep, such as replies in
-a reply queue that went with its connection or its node, is not called lost), its
-classic queues are in the history with their type, and a confirmed request taken from
-the work queue behind the workload's back is reported as exactly that one lost message.
+meanwhile. One run: it passes every check of the analysis but total_queue (what
+RabbitMQ does not keep, such as replies in a reply queue that went with its
+connection or its node, is not called lost), its classic queues are in the history
+with their type, and a confirmed request taken from the work queue behind the
+workload's back is reported as exactly that one lost message, the only one.
 
-Both runs share the plugin's session-scoped SparkSession (`warren_analyzer`).
+The run uses the plugin's session-scoped SparkSession (`warren_analyzer`).
 """
 
 from __future__ import annotations
@@ -42,15 +43,27 @@ def _rows(run: Path, table: str) -> list[dict[str, Any]]:
     return rows
 
 
-def test_a_short_classic_rpc_run_with_a_home_node_kill_passes_the_analysis(
-        tmp_path: Path, warren_analyzer: SparkAnalyzer) -> None:
+def test_a_short_classic_rpc_run_with_a_home_node_kill_loses_only_what_was_taken_behind_its_back(
+        tmp_path: Path, warren_analyzer: SparkAnalyzer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(FAULTS, "steal", False)  # an instant fault, for this test only
+    steal = FaultSpec("steal", 1.5, 0.0, "node:n2", {"queue": "work"})
+    scenario = dataclasses.replace(SHORT, faults=(steal, *SHORT.faults))
     run = tmp_path / "run"
-    result = _run(SHORT, run, warren_analyzer)
+    result = _run(scenario, run, warren_analyzer)
 
-    assert result.exit_code == 0, (result.unmet, result.problems)
-    assert result.summary is not None and result.summary["valid"] is True
+    assert result.problems == []  # the steal was injected
+    assert result.summary is not None
+    # every other check meets the scenario's expectation, and none fails or is undecided
+    assert result.unmet == ["total_queue: expected pass, got fail"]
+    others = {c: r["status"] for c, r in result.summary["checks"].items() if c != "total_queue"}
+    assert set(others.values()) <= {"pass", "skipped"}, others
     total = result.summary["checks"]["total_queue"]
-    assert total["status"] == "pass" and total["lost"] == 0 and total["confirmed"] > 0
+    assert total["status"] == "fail" and total["confirmed"] > 0
+    assert (total["lost"], total["lost_never_delivered"]) == (1, 1)
+    (stolen,) = [json.loads(str(r["params"]))["msg_id"] for r in _rows(run, "nemesis_events")
+                 if r["fault"] == "steal" and r["kind"] == "start"]
+    assert [int(s) for s in total["sample"]] == [stolen]
+
     declared = [r for r in _rows(run, "queue_events") if r["kind"] == "queue_declared"]
     work = [r for r in declared if r["queue"] == "work"]
     replies = [r for r in declared if r["queue"].startswith("amq.gen-")]
@@ -61,22 +74,3 @@ def test_a_short_classic_rpc_run_with_a_home_node_kill_passes_the_analysis(
     # requests were answered: replies were delivered from the reply queues
     delivered = {r["queue"] for r in _rows(run, "client_ops") if r["kind"] == "deliver"}
     assert "work" in delivered and any(q.startswith("amq.gen-") for q in delivered)
-
-
-def test_a_confirmed_request_taken_from_the_classic_work_queue_is_one_lost(
-        tmp_path: Path, warren_analyzer: SparkAnalyzer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(FAULTS, "steal", False)  # an instant fault, for this test only
-    steal = FaultSpec("steal", 1.5, 0.0, "node:n2", {"queue": "work"})
-    scenario = dataclasses.replace(SHORT, faults=(steal, *SHORT.faults),
-                                   expect={"total_queue": "pass"})
-    run = tmp_path / "run"
-    result = _run(scenario, run, lambda r: warren_analyzer.analyze(r, only=["total_queue"])[0])
-
-    assert result.problems == []  # the steal was injected
-    assert result.summary is not None
-    total = result.summary["checks"]["total_queue"]
-    assert total["status"] == "fail"
-    assert (total["lost"], total["lost_never_delivered"]) == (1, 1)
-    (stolen,) = [json.loads(str(r["params"]))["msg_id"] for r in _rows(run, "nemesis_events")
-                 if r["fault"] == "steal" and r["kind"] == "start"]
-    assert [int(s) for s in total["sample"]] == [stolen]

@@ -1,9 +1,10 @@
 """The whole chain, nodes to verdict: a short leader-failover run through the runner
-and the PySpark analysis passes, and the same run fails, naming exactly one lost
-message, when one confirmed message is taken from the queue behind the workload's back.
+and the PySpark analysis, in which one confirmed message is taken from the queue
+behind the workload's back, passes every check but total_queue, which names exactly
+that one lost message: the leader kills lose nothing, and the analysis sees the loss.
 
-Both runs share one SparkSession (the plugin's session-scoped `warren_analyzer`), so
-the JVM starts once for the module.
+The run uses the plugin's session-scoped SparkSession (`warren_analyzer`), which the
+other scenario runs of the session share.
 """
 
 from __future__ import annotations
@@ -81,34 +82,27 @@ def _run(scenario: Scenario, run: Path, analyzer: Analyzer) -> Any:
                         nemesis_cls=StealingNemesis)  # no `steal` in a schedule: Nemesis
 
 
-def test_a_short_leader_failover_run_passes_the_analysis(
-        tmp_path: Path, warren_analyzer: SparkAnalyzer) -> None:
-    result = _run(SHORT, tmp_path / "run", warren_analyzer)
-
-    assert result.exit_code == 0, (result.unmet, result.problems)
-    assert result.summary is not None and result.summary["valid"] is True
-    total = result.summary["checks"]["total_queue"]
-    assert total["status"] == "pass" and total["lost"] == 0 and total["confirmed"] > 0
-
-
-def test_one_confirmed_message_taken_behind_the_workloads_back_is_one_lost(
+def test_a_short_leader_failover_run_passes_every_check_but_a_message_taken_behind_its_back(
         tmp_path: Path, warren_analyzer: SparkAnalyzer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One run: the leader kills lose nothing, so the analysis passes every check the
+    scenario expects to pass, except total_queue, which names exactly the one
+    confirmed message the `steal` took."""
     monkeypatch.setitem(FAULTS, "steal", False)  # an instant fault, for this test only
     steal = FaultSpec("steal", 3.0, 0.0, "random", {"queue": "q1"})
-    # only total_queue is at stake (the run above passes every check): analyse just it
-    scenario = dataclasses.replace(SHORT, faults=(*SHORT.faults, steal),
-                                   expect={"total_queue": "pass"})
+    scenario = dataclasses.replace(SHORT, faults=(*SHORT.faults, steal))
     run = tmp_path / "run"
-    result = _run(scenario, run,
-                  lambda r: warren_analyzer.analyze(r, only=["total_queue"])[0])
+    result = _run(scenario, run, warren_analyzer)
 
     assert result.problems == []  # the steal was injected
-    assert result.exit_code == 1
     assert result.summary is not None
-    total = result.summary["checks"]["total_queue"]
-    assert total["status"] == "fail"
-    assert (total["lost"], total["lost_never_delivered"]) == (1, 1)
+    # every other check meets the scenario's expectation, and none fails or is undecided
     assert result.unmet == ["total_queue: expected pass, got fail"]
+    others = {c: r["status"] for c, r in result.summary["checks"].items() if c != "total_queue"}
+    assert set(others.values()) <= {"pass", "skipped"}, others
+    assert result.exit_code == 1
+    total = result.summary["checks"]["total_queue"]
+    assert total["status"] == "fail" and total["confirmed"] > 0
+    assert (total["lost"], total["lost_never_delivered"]) == (1, 1)
     starts = ds.dataset(str(run / "history" / "nemesis_events"), partitioning="hive") \
         .to_table().to_pylist()
     (stolen,) = [json.loads(str(r["params"]))["msg_id"] for r in starts
