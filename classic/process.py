@@ -52,6 +52,7 @@ from classic import history
 from classic.config import QueueConfig
 from classic.msg_store import MSG_STORE_CREDIT, STORE_CREDIT, STORE_WRITTEN, QueueStore
 from classic.queue import ClassicQueue
+from classic.ranked_mailbox import RankedMailbox
 
 __all__ = ["BUMP_CREDIT", "CLASSIC_EVENT", "CREDIT", "EOL", "FLOW", "LIMITED", "QueueEnv",
            "QueueProcess", "QueueState", "consumer_rows", "info"]
@@ -90,11 +91,10 @@ FLOW = "flow"
 BUMP_CREDIT = "bump_credit"
 """The event granting a channel more credit: ``(BUMP_CREDIT, quantity)``."""
 
-PRIORITY_SCAN_EVERY = 50
-"""After this many flow publishes the queue takes the acks and ``notify_sent`` casts
-waiting in its mailbox ahead of the publishes before them, as
-``rabbit_amqqueue_process:prioritise_cast`` ranks them: a publisher filling the
-mailbox does not hold back the consumers that would drain the queue."""
+RANKS = 2
+"""Ranked lanes of the queue process's mailbox (`classic.ranked_mailbox`): acks
+(``prioritise_cast`` 4), then ``notify_sent`` (2 while its consumers lag, which is
+when a backlog of publishes can hold them back), ahead of everything else (0)."""
 
 CREDIT: tuple[int, int] = (400, 200)
 """``credit_flow_default_credit``: a channel may send this many flow publishes to a
@@ -161,8 +161,6 @@ class QueueState:
     """The limiter process of each channel whose consumers are under a global qos."""
     awaiting_resume: set[Hashable] = field(default_factory=set)
     """Channels whose limiter refused a delivery and will say when to ask again."""
-    publishes_since_scan: int = 0
-    """Flow publishes handled since the mailbox was last searched for acks."""
 
 
 def _now() -> int:
@@ -183,6 +181,8 @@ class QueueProcess(GenServer):
         in its first message, `CRASH_RESTART`."""
         config, env, store, recovered = args
         actors.process_flag("trap_exit", True)
+        proc = actors.current()
+        proc.actor_inbox = RankedMailbox.replacing(proc.actor_inbox, _rank, RANKS)
         core = ClassicQueue(config, _now(), deep_checks=False)
         if recovered:
             core.restore(recovered, _now())
@@ -245,14 +245,7 @@ class QueueProcess(GenServer):
         if type(msg) is tuple and msg[0] == FLOW:
             msg = msg[1]
             self._credit_ack(state, msg.channel)
-            state.publishes_since_scan += 1
         self._apply(state, msg)
-        if state.publishes_since_scan >= PRIORITY_SCAN_EVERY and not state.deleted:
-            state.publishes_since_scan = 0
-            for _, waiting in actors.current().actor_inbox.take_all(_prioritised):
-                self._apply(state, waiting)
-                if state.deleted:
-                    break
         return ("stop", "normal", state) if state.deleted else ("noreply", state)
 
     def handle_info(self, msg: Any, state: QueueState) -> Any:
@@ -451,10 +444,16 @@ class QueueProcess(GenServer):
             state.timer_at = due
 
 
-def _prioritised(msg: Any) -> bool:
-    """An ack or a ``notify_sent`` cast (`PRIORITY_SCAN_EVERY`)."""
-    return (type(msg) is tuple and len(msg) == 2 and msg[0] == "$gen_cast"
-            and type(msg[1]) in (c.Ack, c.NotifySent))
+def _rank(msg: Any) -> int:
+    """A message's lane in the mailbox (`RANKS`): 2 for an ack cast, 1 for a
+    ``notify_sent`` cast, 0 for the rest."""
+    if type(msg) is tuple and len(msg) == 2 and msg[0] == "$gen_cast":
+        kind = type(msg[1])
+        if kind is c.Ack:
+            return 2
+        if kind is c.NotifySent:
+            return 1
+    return 0
 
 
 def info(core: ClassicQueue) -> dict[str, Any]:
