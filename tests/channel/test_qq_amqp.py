@@ -27,6 +27,7 @@ from channel.queue_types.quorum.quorum_queue import QuorumBackend
 from channel.queue_types.testing import MemoryBackend
 from ra import api
 from ra import system as ra_system
+from releases import DEFAULT_SERIES, RELEASES, Release
 from tests.channel.conftest import client
 from tests.waiting import hub_wait_until
 from transports.faults import FaultRules
@@ -83,17 +84,25 @@ class QqCluster:
 
 
 @pytest.fixture
-def qq() -> Iterator[QqCluster]:
+def release() -> Release:
+    """The release the nodes model: the default, unless a test names one."""
+    return RELEASES[DEFAULT_SERIES]
+
+
+@pytest.fixture
+def qq(release: Release) -> Iterator[QqCluster]:
     network = MemoryNetwork(TickConfig(net_ticktime=8, net_tickintensity=80), FaultRules(seed=1))
     nodes = [Node(f"warren{i}@127.0.0.1:{i}", transport=network.transport()).start()
              for i in (1, 2, 3)]
     for node in nodes:
         with node.attached():
             assert ra_system.start()[0] == "ok"
-    registry = LocalRegistry([n.name for n in nodes], server_config={"tick_timeout": 200})
+    registry = LocalRegistry([n.name for n in nodes], server_config={"tick_timeout": 200},
+                             release=release)
     backend = QuorumBackend(nodes[0], registry)
     ctx = BrokerContext(nodes[0], backend,
-                        config=Config(silent_close_delay_ms=20, closing_timeout_ms=2000))
+                        config=Config(silent_close_delay_ms=20, closing_timeout_ms=2000,
+                                      release=release))
     backend.on_deleted = ctx.topology.remove_queue
     listener = Listener(ctx, "127.0.0.1", 0).start()
     yield QqCluster(network, nodes, registry, backend, ctx, listener)
@@ -146,12 +155,31 @@ def test_invalid_arguments_close_the_channel_with_rabbitmq_texts(
     assert client(lambda: declare("q", **{"x-overflow": "sideways"})) == (
         "406 PRECONDITION_FAILED - invalid arg 'x-overflow' for queue 'q' in vhost '/': "
         "invalid_overflow")
+    assert qq.registry.lookup("/", "q") is None
 
-    def non_durable() -> str:
+
+@pytest.mark.parametrize("release", [RELEASES["4.2"], RELEASES["4.3"]], ids=["4.2", "4.3"])
+def test_a_non_durable_quorum_declare_is_refused_as_the_release_refuses_it(
+        qq: QqCluster, conn: pika.BlockingConnection, release: Release) -> None:
+    """Up to 4.2 the quorum queue type refuses the property (a channel error); where
+    `transient_nonexcl_queues` is denied (4.3) the declare is refused before the
+    queue type has a say, and the connection closes."""
+    def non_durable() -> Any:
         ch = conn.channel()
-        return closed_with(lambda: ch.queue_declare("q", durable=False, arguments=QQ))
-    assert client(non_durable) == (
-        "406 PRECONDITION_FAILED - invalid property 'non-durable' for queue 'q' in vhost '/'")
+        with pytest.raises((pex.ChannelClosedByBroker, pex.ConnectionClosedByBroker)) as info:
+            ch.queue_declare("q", durable=False, arguments=QQ)
+        return info.value
+    error = client(non_durable)
+    if release.series == "4.2":
+        assert isinstance(error, pex.ChannelClosedByBroker)
+        assert (error.reply_code, error.reply_text) == (
+            406, "PRECONDITION_FAILED - invalid property 'non-durable' for queue 'q' in "
+                 "vhost '/'")
+    else:
+        assert isinstance(error, pex.ConnectionClosedByBroker)
+        assert error.reply_code == 541
+        assert error.reply_text.startswith(
+            "INTERNAL_ERROR - Feature `transient_nonexcl_queues` is deprecated.")
     assert qq.registry.lookup("/", "q") is None
 
 
@@ -210,7 +238,7 @@ def test_a_classic_declare_is_refused_without_a_classic_backend(
         conn: pika.BlockingConnection) -> None:
     def work() -> str:
         ch = conn.channel()
-        return closed_with(lambda: ch.queue_declare("c", durable=False))
+        return closed_with(lambda: ch.queue_declare("c", exclusive=True))
     assert client(work) == ("406 PRECONDITION_FAILED - invalid arg 'x-queue-type' for queue 'c' "
                             "in vhost '/': \"unsupported queue type 'classic'\"")
 
@@ -306,8 +334,13 @@ def test_a_queue_led_elsewhere_without_a_local_member_serves_this_node(
     assert qq.ra_leader("far") == ("%2F_far", qq.names[1])
 
 
+@pytest.mark.parametrize(("release", "counted"), [
+    (RELEASES["4.2"], {"x-delivery-count": 1}),
+    # 4.3: a requeue is not a failed delivery, so there is no x-delivery-count (it
+    # counts those); x-acquired-count counts every earlier delivery
+    (RELEASES["4.3"], {"x-acquired-count": 1})], ids=["4.2", "4.3"])
 def test_nack_with_requeue_redelivers_with_flag_and_delivery_count(
-        conn: pika.BlockingConnection) -> None:
+        conn: pika.BlockingConnection, counted: dict[str, int]) -> None:
     def work() -> list[tuple[bytes, bool, Any]]:
         ch = conn.channel()
         ch.queue_declare("rq", durable=True, arguments=QQ)
@@ -325,7 +358,7 @@ def test_nack_with_requeue_redelivers_with_flag_and_delivery_count(
         ch.cancel()
         return seen
     assert client(work) == [(b"once", False, {"h": "v"}),
-                            (b"once", True, {"h": "v", "x-delivery-count": 1})]
+                            (b"once", True, {"h": "v", **counted})]
 
 
 def test_basic_get_purge_and_delete(qq: QqCluster, conn: pika.BlockingConnection) -> None:
@@ -373,7 +406,10 @@ def test_deleting_a_queue_cancels_its_consumers_on_other_connections(
     client(other.close)
 
 
+@pytest.mark.parametrize("release", [RELEASES["4.2"]], ids=["4.2"])
 def test_global_qos_is_refused_by_quorum_queues(conn: pika.BlockingConnection) -> None:
+    """With `global_qos` permitted (up to 4.2) a quorum queue refuses a consumer on a
+    channel with a global prefetch."""
     def work() -> Any:
         ch = conn.channel()
         ch.queue_declare("gq", durable=True, arguments=QQ)
@@ -387,6 +423,29 @@ def test_global_qos_is_refused_by_quorum_queues(conn: pika.BlockingConnection) -
     error = client(work)
     assert (error.reply_code, error.reply_text) == (
         540, "NOT_IMPLEMENTED - queue 'gq' in vhost '/' does not support global qos")
+
+
+@pytest.mark.parametrize("release", [RELEASES["4.3"]], ids=["4.3"])
+def test_global_qos_is_a_per_consumer_prefetch_where_the_release_denies_it(
+        conn: pika.BlockingConnection) -> None:
+    """With `global_qos` denied (4.3) the channel takes a global prefetch as each
+    consumer's, so a quorum queue consumer is accepted and held to it."""
+    def work() -> tuple[list[bytes], int]:
+        ch = conn.channel()
+        ch.queue_declare("gq", durable=True, arguments=QQ)
+        ch.confirm_delivery()
+        for i in range(3):
+            ch.basic_publish("", "gq", b"m%d" % i)
+        ch.basic_qos(prefetch_count=2, global_qos=True)
+        got: list[bytes] = []
+        ch.basic_consume("gq", lambda _c, _m, _p, body: got.append(body))
+        for _ in range(200):
+            if len(got) >= 2:
+                break
+            conn.process_data_events(0.05)
+        ready = conn.channel().queue_declare("gq", passive=True).method.message_count
+        return got, ready
+    assert client(work) == ([b"m0", b"m1"], 1)
 
 
 # ------------------------------------------------------------ flow and failures
@@ -532,7 +591,7 @@ def test_classic_declares_go_to_the_classic_backend_when_one_is_configured(
 
     def work() -> tuple[bytes, bytes]:
         ch = conn.channel()
-        ch.queue_declare("tmp", durable=False)
+        ch.queue_declare("tmp", exclusive=True)
         ch.queue_declare("dur", durable=True)
         ch.confirm_delivery()
         ch.basic_publish("", "tmp", b"classic")
@@ -567,6 +626,7 @@ def test_consumer_arguments_are_checked_for_the_queue_type(
     assert client(work) == "406 PRECONDITION_FAILED - " + text
 
 
+@pytest.mark.parametrize("release", [RELEASES["4.2"]], ids=["4.2"])
 def test_a_quorum_queues_consumer_timeout_argument_closes_a_slow_consumers_channel(
     qq: QqCluster, conn: pika.BlockingConnection,
 ) -> None:

@@ -24,8 +24,9 @@ from fifo.dlx_worker import DlxWorkerEnv, start_dlx_sup
 from fifo.queries import query_messages_total
 from fifo.records import RabbitFifoState
 from ra import api
+from releases import RELEASES
 from tests.channel.conftest import client
-from tests.channel.test_qq_amqp import QQ, QqCluster, conn, qq  # noqa: F401 - fixtures
+from tests.channel.test_qq_amqp import QQ, QqCluster, conn, qq, release  # noqa: F401 - fixtures
 from tests.waiting import hub_wait_until, wait_until
 
 #: confirm timeout of the at-least-once workers: retries happen within a test
@@ -71,8 +72,11 @@ def source_state(cluster: QqCluster, name: str) -> RabbitFifoState:
     return result[1][1]  # type: ignore[no-any-return]
 
 
+@pytest.mark.parametrize("release", [RELEASES["4.2"]], ids=["4.2"])
 def test_a_poison_message_is_dead_lettered_with_its_delivery_limit_death(
         dlx: QqCluster, conn: pika.BlockingConnection) -> None:  # noqa: F811
+    """Up to 4.2 every requeue counts toward the delivery limit (from 4.3 only failed
+    deliveries do)."""
     def work() -> tuple[int, Any]:
         ch = conn.channel()
         setup_dlq(ch)

@@ -20,7 +20,7 @@ from channel.queue_types.quorum.qq_delete import QueueDeleter
 from fifo import ra_hooks
 from ra.system import registered_servers_local
 from tests.channel.conftest import client
-from tests.channel.test_qq_amqp import QQ, QqCluster, closed_with, conn, qq  # noqa: F401
+from tests.channel.test_qq_amqp import QQ, QqCluster, closed_with, conn, qq, release  # noqa: F401
 from tests.waiting import hub_wait_until
 
 EXPIRES = {"x-expires": 500}
