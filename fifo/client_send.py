@@ -132,12 +132,14 @@ def add_delivery_count_header(msg: Any, header: Any,
     """
     if isinstance(header, dict):
         acquired = header.get("acquired_count")
-        if not isinstance(acquired, int) and isinstance(header.get("delivery_count"), int):
+        # a machine that keeps one counter (3.10's) has no acquired count to show apart
+        both_counters = isinstance(acquired, int)
+        if not both_counters and isinstance(header.get("delivery_count"), int):
             header = {**header, "acquired_count": header["delivery_count"]}
             acquired = header["acquired_count"]
         if isinstance(acquired, int):
             if mc.is_mc(msg):
-                if counter == "acquired_count":
+                if counter == "acquired_count" or not both_counters:
                     msg = mc.set_annotation("x-delivery-count", acquired, msg)
                 else:
                     msg = mc.set_annotation("x-acquired-count", acquired, msg)

@@ -98,6 +98,21 @@ def test_the_release_client_projects_its_counter_onto_a_redelivery(series: str) 
         assert get_annotation("x-acquired-count", msg) == 1
 
 
+def test_a_3_10_redelivery_carries_x_delivery_count_alone() -> None:
+    """3.10's machine keeps one counter: a redelivery shows it as `x-delivery-count`
+    and no `x-acquired-count`, as a 3.10.8 broker sends it."""
+    release = RELEASES["3.10"]
+    d, key = _consumed(release, limit=10)
+    msg_id, _header = _held(d, key)
+    d.apply(make_return(key, [msg_id]))
+    _msg_id, header = _held(d, key)
+    msg, redelivered = add_delivery_count_header(BasicMessage(b"m"), header,
+                                                 release.delivery_count_header)
+    assert redelivered
+    assert get_annotation("x-delivery-count", msg) == 1
+    assert get_annotation("x-acquired-count", msg) is None
+
+
 @pytest.mark.parametrize("series", SERIES)
 def test_who_times_out_a_consumer_is_who_the_machine_says(series: str) -> None:
     release = RELEASES[series]
