@@ -52,7 +52,7 @@ def test_an_access_request_gets_ticket_1_and_the_channel_goes_on(raw: Raw,
     assert raw.method().name == "Channel.OpenOk"
     raw.sock.sendall(method_frame(1, bytes.fromhex("001e000a" + arguments)))
     assert raw.recv_raw(len(REQUEST_OK_TICKET_1)) == REQUEST_OK_TICKET_1
-    raw.send(C.Queue.Declare(queue="after-access"), 1)
+    raw.send(C.Queue.Declare(queue="after-access", durable=True), 1)
     assert raw.method().name == "Queue.DeclareOk"
 
 

@@ -323,7 +323,7 @@ def test_after_the_refused_body_the_channel_waits_for_close_ok_and_the_connectio
         broker: Broker, raw: Raw) -> None:
     raw.handshake()
     open_channel(raw)
-    raw.send(C.Queue.Declare(queue="q"), 1)
+    raw.send(C.Queue.Declare(queue="q", durable=True), 1)
     assert raw.method().name == "Queue.DeclareOk"
     size = 2 * MAX_MESSAGE_SIZE
     _publish_header(raw, size)

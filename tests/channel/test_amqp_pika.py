@@ -40,7 +40,7 @@ def test_publish_with_confirms_routes_and_returns_unroutable_mandatory(
     def work() -> tuple[int, Any]:
         ch = conn.channel()
         ch.exchange_declare("orders", "topic")
-        ch.queue_declare("eu")
+        ch.queue_declare("eu", durable=True)
         ch.queue_bind("eu", "orders", "order.eu.*")
         ch.confirm_delivery()
         ch.basic_publish("orders", "order.eu.new", b"m1",
@@ -66,7 +66,7 @@ def test_each_publish_keeps_its_own_properties_and_a_repeat_is_decoded_once(
         ch = conn.channel()
         ch.exchange_declare("paint", "headers")
         for colour in ("red", "blue"):
-            ch.queue_declare(colour)
+            ch.queue_declare(colour, durable=True)
             ch.queue_bind(colour, "paint", arguments={"colour": colour})
         ch.confirm_delivery()
         for colour in ("red", "red", "blue", "red"):
@@ -89,7 +89,7 @@ def test_consume_with_manual_ack_redelivers_what_was_not_acked(
         broker: Broker, conn: pika.BlockingConnection) -> None:
     def work() -> list[tuple[bytes, bool]]:
         ch = conn.channel()
-        ch.queue_declare("work")
+        ch.queue_declare("work", durable=True)
         for i in range(3):
             ch.basic_publish("", "work", f"m{i}".encode())
         ch.basic_qos(prefetch_count=10)
@@ -115,7 +115,7 @@ def test_basic_get_and_ack_of_unknown_tag_closes_only_that_channel(
         broker: Broker, conn: pika.BlockingConnection) -> None:
     def work() -> tuple[Any, Any, int]:
         ch = conn.channel()
-        ch.queue_declare("g")
+        ch.queue_declare("g", durable=True)
         ch.basic_publish("", "g", b"one")
         empty_or_msg = ch.basic_get("g")
         bad = conn.channel()
@@ -169,7 +169,7 @@ def test_quorum_type_is_not_pretended_by_the_memory_backend(
 def test_transactions_commit_and_rollback(broker: Broker, conn: pika.BlockingConnection) -> None:
     def work() -> tuple[int, int]:
         ch = conn.channel()
-        ch.queue_declare("tx")
+        ch.queue_declare("tx", durable=True)
         ch.tx_select()
         ch.basic_publish("", "tx", b"a")
         ch.tx_rollback()
@@ -224,7 +224,7 @@ def test_alarm_blocks_a_publishing_connection_and_pika_is_told(broker: Broker) -
         c.add_on_connection_blocked_callback(lambda _c, m: events.append(m.method.reason))
         c.add_on_connection_unblocked_callback(lambda _c, m: events.append("unblocked"))
         ch = c.channel()
-        ch.queue_declare("alarmed")
+        ch.queue_declare("alarmed", durable=True)
         in_hub(lambda: broker.ctx.alarm.set_alarm("memory"))
         ch.basic_publish("", "alarmed", b"held back")
         while not events:
@@ -243,7 +243,7 @@ def test_alarm_blocks_a_publishing_connection_and_pika_is_told(broker: Broker) -
 
 def test_alarm_before_any_publish_only_reports_blocking(broker: Broker,
                                                          conn: pika.BlockingConnection) -> None:
-    client(lambda: conn.channel().queue_declare("c"))
+    client(lambda: conn.channel().queue_declare("c", durable=True))
     broker.ctx.alarm.set_alarm("disk")
     hub_wait_until(lambda: broker.only_reader().info()["state"] == "blocking", "blocking")
     broker.ctx.alarm.clear_alarm("disk")
@@ -254,7 +254,7 @@ def test_credit_flow_stops_socket_reads_until_the_queue_grants_again(
         broker: Broker, conn: pika.BlockingConnection) -> None:
     def setup() -> Any:
         ch = conn.channel()
-        ch.queue_declare("slow")
+        ch.queue_declare("slow", durable=True)
         return ch
     ch = client(setup)
     broker.backend.hold("/", "slow")

@@ -23,7 +23,7 @@ def consume_refused(conn: pika.BlockingConnection, queue: str = "q", *, declare:
     def work() -> str:
         ch = conn.channel()
         if declare:
-            ch.queue_declare(queue)
+            ch.queue_declare(queue, durable=True)
         with pytest.raises(pex.ChannelClosedByBroker) as info:
             ch.basic_consume(queue, lambda *a: None, **kwargs)
         return f"{info.value.reply_code} {info.value.reply_text}"
@@ -54,7 +54,7 @@ def test_arguments_no_queue_type_knows_are_ignored(broker: Broker,
                                                    conn: pika.BlockingConnection) -> None:
     def work() -> str:
         ch = conn.channel()
-        ch.queue_declare("q")
+        ch.queue_declare("q", durable=True)
         return ch.basic_consume("q", lambda *a: None, arguments={
             "x-cancel-on-ha-failover": True, "x-credit": {"credit": 10, "drain": False},
             "x-priority": 5, "whatever": "x"})
@@ -66,7 +66,7 @@ def test_arguments_no_queue_type_knows_are_ignored(broker: Broker,
 def test_an_exclusive_consumer_keeps_others_out(conn: pika.BlockingConnection) -> None:
     def work() -> str:
         ch = conn.channel()
-        ch.queue_declare("q")
+        ch.queue_declare("q", durable=True)
         ch.basic_consume("q", lambda *a: None, exclusive=True)
         return "ok"
     client(work)
@@ -78,7 +78,7 @@ def test_an_exclusive_consumer_needs_a_queue_without_consumers(
         conn: pika.BlockingConnection) -> None:
     def work() -> str:
         ch = conn.channel()
-        ch.queue_declare("q")
+        ch.queue_declare("q", durable=True)
         return ch.basic_consume("q", lambda *a: None)
     client(work)
     assert consume_refused(conn, declare=False, exclusive=True) == (

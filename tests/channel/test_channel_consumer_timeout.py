@@ -15,6 +15,7 @@ import pytest
 
 from channel.connection.config import Config
 from channel.queue_types.consumer_timeout import queue_timeout, timed_out
+from releases import RELEASES
 from tests.channel.conftest import Broker, client
 
 TEXT = ("PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. "
@@ -42,15 +43,16 @@ def test_only_a_delivery_older_than_the_timeout_times_out() -> None:
 
 @pytest.fixture
 def config() -> Config:
+    """A 4.2 node: from 4.3 the queue, not the channel's tick, enforces the timeout."""
     return Config(silent_close_delay_ms=20, closing_timeout_ms=2000,
-                  consumer_timeout=400, channel_tick_interval=50)
+                  consumer_timeout=400, channel_tick_interval=50, release=RELEASES["4.2"])
 
 
 def consume_without_ack(conn: pika.BlockingConnection, queue: str,
                         arguments: dict[str, Any] | None = None) -> Any:
     def run() -> Any:
         ch = conn.channel()
-        ch.queue_declare(queue, arguments=arguments)
+        ch.queue_declare(queue, arguments=arguments, durable=True)
         ch.basic_publish("", queue, b"m")
         ch.basic_consume(queue, lambda *a: None)
         return ch
@@ -99,7 +101,7 @@ def test_a_consumer_that_acks_in_time_keeps_its_channel(
 ) -> None:
     def run() -> int:
         ch = conn.channel()
-        ch.queue_declare("ct3")
+        ch.queue_declare("ct3", durable=True)
         acked = 0
         for _ in range(8):  # 8 x 100 ms: twice the timeout in all
             ch.basic_publish("", "ct3", b"m")

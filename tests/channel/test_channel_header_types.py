@@ -58,7 +58,7 @@ def test_removing_bcc_keeps_the_other_headers_field_types(broker: Broker,
         try:
             ch = conn.channel()
             for q in ("to", "hidden"):
-                ch.queue_declare(q)
+                ch.queue_declare(q, durable=True)
             ch.confirm_delivery()
             ch.basic_publish("", "to", b"m", pika.BasicProperties(
                 headers={**TYPED, "BCC": ["hidden"]}))

@@ -37,7 +37,7 @@ from channel.queue_types.quorum.quorum_queue import QuorumBackend
 from classic.queue_sup import start_queue_sup
 from fifo.machine import RabbitFifo
 from ra import api
-from releases import RELEASES, Release
+from releases import DEFAULT_SERIES, RELEASES, Release
 from tests.channel.conftest import Broker, client, make_broker, refused
 from tests.channel.test_channel_consumer_timeout import closed_with, consume_without_ack
 
@@ -69,7 +69,9 @@ def test_a_declared_queue_runs_the_machine_version_of_the_release(
 
 
 def test_the_default_release_is_one_whose_machine_is_built() -> None:
-    assert RabbitFifo(LocalRegistry(["n@h:1"]).release.machine_version).machine_version == 7
+    default = LocalRegistry(["n@h:1"]).release
+    assert default is RELEASES[DEFAULT_SERIES]
+    assert RabbitFifo(default.machine_version).machine_version == default.machine_version
 
 
 @pytest.mark.parametrize(("series", "frame_min", "max_size"), [
