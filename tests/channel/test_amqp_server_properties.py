@@ -43,10 +43,10 @@ def seen_by_pika(node: Node, config: Config) -> dict[str, Any]:
 
 @pytest.fixture
 def props(node: Node) -> Iterator[dict[str, Any]]:
-    yield seen_by_pika(node, Config(cluster_name="rabbit@orders"))
+    yield seen_by_pika(node, Config(cluster_name="rabbit@orders", release=RELEASES["4.2"]))
 
 
-def test_the_default_node_says_it_is_rabbitmq_4_2(props: dict[str, Any]) -> None:
+def test_a_4_2_node_says_it_is_rabbitmq_4_2_9(props: dict[str, Any]) -> None:
     assert props == {
         "capabilities": CAPABILITIES,
         "product": "RabbitMQ",
@@ -64,8 +64,14 @@ def test_a_4_0_node_says_it_is_4_0_5(node: Node) -> None:
     assert props["copyright"] == "Copyright (c) 2007-2024 Broadcom Inc and/or its subsidiaries"
 
 
+def test_a_4_3_node_says_it_is_4_3_5(node: Node) -> None:
+    props = seen_by_pika(node, Config(release=RELEASES["4.3"]))
+    assert (props["product"], props["version"]) == ("RabbitMQ", "4.3.5")
+    assert props["copyright"] == "Copyright (c) 2007-2026 Broadcom Inc and/or its subsidiaries"
+
+
 def test_configured_properties_win_except_the_capabilities(node: Node) -> None:
-    props = seen_by_pika(node, Config(server_properties={
+    props = seen_by_pika(node, Config(release=RELEASES["4.2"], server_properties={
         "product": "Orders broker", "region": "eu-1", "capabilities": {"basic.nack": False}}))
     assert props["product"] == "Orders broker"
     assert props["region"] == "eu-1"
