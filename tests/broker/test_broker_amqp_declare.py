@@ -13,6 +13,7 @@ from typing import Any
 import pika.exceptions as pex
 import pytest
 
+from releases import DEFAULT_SERIES, RELEASES
 from tests.broker.amqp_support import QQ, Amqp, closed_by_broker
 
 PF = "PRECONDITION_FAILED - "
@@ -70,13 +71,30 @@ def test_value_checks_come_before_the_other_queue_type_check(amqp: Amqp, queue: 
 @pytest.mark.parametrize(("flags", "prop"), [
     ({"exclusive": True}, "exclusive-owner"),
     ({"auto_delete": True}, "auto-delete"),
-    ({"durable": False}, "non-durable"),
     ({"durable": False, "exclusive": True, "auto_delete": True}, "auto-delete"),
 ])
 def test_properties_a_quorum_queue_cannot_have_are_refused_in_rabbitmq_order(
         amqp: Amqp, queue: str, flags: dict[str, bool], prop: str) -> None:
     assert refused(amqp, queue, **flags) == (
         406, f"{PF}invalid property '{prop}' for queue '{queue}' in vhost '/'")
+    assert_absent(amqp, queue, node=0)
+
+
+def test_a_non_durable_quorum_declare_is_refused_as_the_nodes_release_refuses_it(
+        amqp: Amqp, queue: str) -> None:
+    """Up to 4.2 the quorum queue type refuses the property; where the release denies
+    `transient_nonexcl_queues` (4.3) the declare is refused before the queue type has a
+    say, and the connection closes with 541."""
+    if RELEASES[DEFAULT_SERIES].permits("transient_nonexcl_queues"):
+        assert refused(amqp, queue, durable=False) == (
+            406, f"{PF}invalid property 'non-durable' for queue '{queue}' in vhost '/'")
+    else:
+        ch = amqp.blocking(0).channel()
+        with pytest.raises(pex.ConnectionClosedByBroker) as info:
+            ch.queue_declare(queue, durable=False, arguments=QQ)
+        assert info.value.reply_code == 541
+        assert info.value.reply_text.startswith(
+            "INTERNAL_ERROR - Feature `transient_nonexcl_queues` is deprecated.")
     assert_absent(amqp, queue, node=0)
 
 

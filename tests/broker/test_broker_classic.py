@@ -8,6 +8,7 @@ queues alike, and `x-queue-type: classic` declares too.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,13 @@ from tests.broker.broker_support import BrokerProc, connect, eventually, running
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc]:
-    with running_cluster(tmp_path_factory.mktemp("classic"), count=1) as nodes:
+    """A node that permits transient non-exclusive queues, as an operator whose clients
+    declare them does on 4.3 (which denies them by default)."""
+    base = tmp_path_factory.mktemp("classic")
+    cfg = base / "node.json"
+    cfg.write_text(json.dumps({"amqp": {
+        "deprecated_features_permit": {"transient_nonexcl_queues": True}}}))
+    with running_cluster(base / "nodes", count=1, extra=["--config", str(cfg)]) as nodes:
         yield nodes[0]
 
 

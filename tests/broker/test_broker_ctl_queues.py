@@ -48,7 +48,7 @@ def test_list_queues_shows_rabbitmqctls_columns_for_classic_and_quorum_queues(
     ch.queue_declare("lq-cq", durable=True, arguments=CLASSIC)
     ch.queue_declare("lq-qq", durable=True, arguments=QQ)
     ch.queue_declare("lq-ex", exclusive=True)
-    ch.queue_declare("lq-ad", auto_delete=True, arguments=CLASSIC)
+    ch.queue_declare("lq-ad", durable=True, auto_delete=True, arguments=CLASSIC)
     ch.confirm_delivery()
     for _ in range(3):
         ch.basic_publish("", "lq-cq", b"x")
@@ -60,7 +60,7 @@ def test_list_queues_shows_rabbitmqctls_columns_for_classic_and_quorum_queues(
     assert out.splitlines()[0] == ("name\ttype\tdurable\tauto_delete\texclusive\t"
                                    "messages_ready\tmessages_unacknowledged")
     assert sorted(out.splitlines()[1:]) == [
-        "lq-ad\tclassic\tfalse\ttrue\tfalse\t0\t0",
+        "lq-ad\tclassic\ttrue\ttrue\tfalse\t0\t0",
         "lq-cq\tclassic\ttrue\tfalse\tfalse\t2\t1",
         "lq-ex\tclassic\tfalse\tfalse\ttrue\t0\t0",
         "lq-qq\tquorum\ttrue\tfalse\t\t0\t1",
@@ -107,7 +107,7 @@ def test_an_operator_may_delete_another_connections_exclusive_queue(
 def test_list_bindings_shows_default_exchange_bindings_then_declared_ones(
         node: BrokerProc, conn: Any) -> None:
     ch = conn.channel()
-    ch.queue_declare("lb-cq", arguments=CLASSIC)
+    ch.queue_declare("lb-cq", durable=True, arguments=CLASSIC)
     ch.queue_bind("lb-cq", "amq.direct", "k1")
     rows = ctl_json(node.name, "list_bindings")
     assert {"source_name": "", "source_kind": "exchange", "destination_name": "lb-cq",
@@ -142,7 +142,7 @@ def test_delete_vhost_takes_its_queues_exchanges_and_permissions(node: BrokerPro
     with pika.BlockingConnection(params) as c:
         ch = c.channel()
         ch.exchange_declare("dv-x", "fanout")
-        ch.queue_declare("dv-cq", arguments=CLASSIC)
+        ch.queue_declare("dv-cq", durable=True, arguments=CLASSIC)
         ch.queue_declare("dv-qq", durable=True, arguments=QQ)
         ch.queue_bind("dv-cq", "dv-x")
     assert ok(node, "delete_vhost", "dv") == ""

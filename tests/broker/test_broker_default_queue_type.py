@@ -21,12 +21,15 @@ from tests.broker.broker_support import BrokerProc, connect, ctl, ctl_json, runn
 
 
 def start(base: Path, node_default: str | None) -> Any:
-    """One node, with `default_queue_type` in its config file when given."""
+    """One node, with `default_queue_type` in its config file when given; that node
+    permits transient non-exclusive queues (4.3 denies them by default), so where a
+    non-durable declare goes can be seen on every release."""
     extra: list[str] = []
     if node_default is not None:
         base.mkdir(parents=True, exist_ok=True)
         cfg = base / "node.json"
-        cfg.write_text(json.dumps({"default_queue_type": node_default}))
+        cfg.write_text(json.dumps({"default_queue_type": node_default, "amqp": {
+            "deprecated_features_permit": {"transient_nonexcl_queues": True}}}))
         extra = ["--config", str(cfg)]
     return running_cluster(base / "nodes", count=1, extra=extra)
 
