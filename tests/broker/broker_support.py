@@ -40,6 +40,16 @@ class BrokerProc:
     ready_line: str = ""
 
 
+def permit_transient_queues(base: Path) -> list[str]:
+    """The `--config` of a node that permits transient non-exclusive queues (4.3 denies
+    them by default), for tests that show what becomes of such a queue."""
+    base.mkdir(parents=True, exist_ok=True)
+    cfg = base / "permit_transient.json"
+    cfg.write_text(json.dumps({"amqp": {
+        "deprecated_features_permit": {"transient_nonexcl_queues": True}}}))
+    return ["--config", str(cfg)]
+
+
 def plan(count: int, base: Path) -> list[BrokerProc]:
     return [BrokerProc(f"n{i}@127.0.0.1:{free_port()}", free_port(), base / f"n{i}")
             for i in range(1, count + 1)]

@@ -95,7 +95,7 @@ def test_a_consumer_on_another_node_gets_and_acks_the_queues_messages(
         nodes: list[BrokerProc], conns: list[Any]) -> None:
     a, b = nodes
     on_a = open_conn(a, conns).channel()
-    on_a.queue_declare("work", arguments=CLASSIC)
+    on_a.queue_declare("work", durable=True, arguments=CLASSIC)
     conn_b = open_conn(b, conns)
     assert eventually(lambda: not isinstance(passive(conn_b, "work"), tuple))
     on_b = conn_b.channel()
@@ -145,7 +145,7 @@ def test_bindings_made_on_one_node_route_publishes_from_another(
     name = on_b.queue_declare("", exclusive=True).method.queue
     on_b.queue_bind(name, "amq.fanout")
     # a queue declared after the binding: once node A sees it, A's copy has the binding
-    on_b.queue_declare("after-bind", arguments=CLASSIC)
+    on_b.queue_declare("after-bind", durable=True, arguments=CLASSIC)
     conn_a = open_conn(a, conns)
     assert eventually(lambda: not isinstance(passive(conn_a, "after-bind"), tuple))
     conn_a.channel().basic_publish("amq.fanout", "", b"fanned")
@@ -172,7 +172,7 @@ def test_when_the_home_node_goes_down_transient_queues_go_and_durable_ones_time_
     cancelled at once, its earlier deliveries may still be acked; a publish routed to
     the queue is nacked; declare and get are tried again while the node stays down,
     then 404 "... due to timeout"; delete removes the record at once."""
-    with running_cluster(tmp_path, count=3) as (a, b, c):
+    with running_cluster(tmp_path, count=3, extra=["--rabbitmq-version", "4.2"]) as (a, b, c):
         home = connect(c)
         ch = home.channel()
         ch.queue_declare("keep", durable=True, arguments=CLASSIC)

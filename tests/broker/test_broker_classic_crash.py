@@ -16,6 +16,7 @@ from tests.broker.broker_support import (
     connect,
     ctl,
     eventually,
+    permit_transient_queues,
     plan,
     start_cluster,
     stop_all,
@@ -94,7 +95,7 @@ def test_a_crashed_non_durable_queue_comes_back_empty_with_its_bindings(
         tmp_path: Path) -> None:
     (node,) = plan(1, tmp_path)
     try:
-        start_cluster([node])
+        start_cluster([node], extra=permit_transient_queues(tmp_path))
         conn = connect(node)
         ch = conn.channel()
         ch.queue_declare("scratch", durable=False)

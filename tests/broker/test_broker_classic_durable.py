@@ -19,6 +19,7 @@ from tests.broker.broker_support import (
     BrokerProc,
     connect,
     launch,
+    permit_transient_queues,
     plan,
     start_cluster,
     stop_all,
@@ -52,8 +53,9 @@ def _one_persistent_message(ch: Any, queue: str, body: bytes) -> None:
 def test_confirmed_persistent_messages_survive_a_node_restart(tmp_path: Path,
                                                                how: signal.Signals) -> None:
     (node,) = plan(1, tmp_path)
+    permit = permit_transient_queues(tmp_path)
     try:
-        start_cluster([node])
+        start_cluster([node], extra=permit)
         conn = connect(node)
         ch = conn.channel()
         ch.queue_declare("work", durable=True, arguments={"x-queue-type": "classic"})
@@ -73,7 +75,7 @@ def test_confirmed_persistent_messages_survive_a_node_restart(tmp_path: Path,
         ch.basic_publish("", "work", b"p10", persistent)
         _kill(node, how)  # right after that confirm
 
-        start_cluster([node])  # same name, port and data dir
+        start_cluster([node], extra=permit)  # same name, port and data dir
         conn = connect(node)
         ch = conn.channel()
         assert drain_gets(ch, "work") == [(f"p{i}".encode(), True) for i in range(1, 11)]

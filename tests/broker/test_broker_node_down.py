@@ -37,7 +37,7 @@ def test_config_files_form_a_cluster_and_a_killed_node_shows_down(tmp_path: Path
             c.channel().exchange_declare("logs", "fanout")
         with pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", n2.amqp_port)) as c:
             ch = c.channel()
-            ch.queue_declare("audit")
+            ch.queue_declare("audit", durable=True)
             ch.queue_bind("audit", "logs")
             ch.basic_publish("logs", "", b"line")
             assert eventually(lambda: ch.basic_get("audit", auto_ack=True)[2]) == b"line"
