@@ -36,7 +36,11 @@ class Broker(Protocol):
 
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
+    # closing waits for the requests in flight: a container still starting then is
+    # in `containers` afterwards, to be stopped with the others (one request per
+    # connection, so no thread waits on an idle client)
+    daemon_threads = False
+    block_on_close = True
 
 
 class DockerStub:
@@ -96,11 +100,14 @@ class DockerStub:
         except Exception as exc:  # reported to the client as the daemon would
             status, answer = 500, {"message": repr(exc)}
         data = json.dumps(answer).encode() if answer is not None else b""
-        req.send_response(status)
-        req.send_header("Content-Type", "application/json")
-        req.send_header("Content-Length", str(len(data)))
-        req.end_headers()
-        req.wfile.write(data)
+        try:
+            req.send_response(status)
+            req.send_header("Content-Type", "application/json")
+            req.send_header("Content-Length", str(len(data)))
+            req.end_headers()
+            req.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped waiting (killed, or its own timeout): no one to tell
 
     def _answer(self, method: str, path: str, body: dict[str, Any],
                 ) -> tuple[int, Any]:
