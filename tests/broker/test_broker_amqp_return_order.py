@@ -1,11 +1,11 @@
 """Requeued messages on a quorum queue: where they go and when a channel sees them.
 
-pika against one real `warren node start` process. warren runs machine version
-7 (RabbitMQ 4.x), whose quorum queues have a delivery limit of 20 unless told
-otherwise: a requeued message waits in the queue's returns, served first, and
-one requeued more than 20 times is dropped. A channel's requeue reaches the
-queue before anything the channel sends after it, so the next ``basic.get`` on
-the same channel finds the message.
+pika against one real `warren node start` process modelling RabbitMQ 4.2 (machine
+version 7), whose quorum queues have a delivery limit of 20 unless told otherwise
+and count every requeue toward it: a requeued message waits in the queue's
+returns, served first, and one requeued more than 20 times is dropped. A
+channel's requeue reaches the queue before anything the channel sends after it,
+so the next ``basic.get`` on the same channel finds the message.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ UNLIMITED = {"x-delivery-limit": -1}
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc]:
-    with running_cluster(tmp_path_factory.mktemp("return_order"), count=1) as nodes:
+    with running_cluster(tmp_path_factory.mktemp("return_order"), count=1,
+                         extra=["--rabbitmq-version", "4.2"]) as nodes:
         yield nodes[0]
 
 

@@ -5,8 +5,10 @@ SelectConnection, aio-pika, kombu) running its ordinary patterns, written as tha
 library's users write them, against one two-node cluster shared by the package's
 modules (`nodes`, started when the first of them needs it). Queues are classic
 unless a test says otherwise, as a declare without `x-queue-type` is on a node
-with the default settings. Every name a test declares
-is unique to it (`name`), so no test sees another's queues.
+with the default settings. The libraries' ordinary patterns declare transient
+non-exclusive queues, which RabbitMQ 4.3 denies by default, so the cluster permits
+`transient_nonexcl_queues`, as an operator running such applications on 4.3 does.
+Every name a test declares is unique to it (`name`), so no test sees another's queues.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.broker.broker_support import BrokerProc, running_cluster
+from tests.broker.broker_support import BrokerProc, permit_transient_queues, running_cluster
 
 
 @pytest.fixture(scope="package")
 def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProc]]:
-    with running_cluster(tmp_path_factory.mktemp("clients"), count=2) as started:
+    base = tmp_path_factory.mktemp("clients")
+    with running_cluster(base / "nodes", count=2,
+                         extra=permit_transient_queues(base)) as started:
         yield started
 
 
