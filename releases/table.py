@@ -160,6 +160,12 @@ class Release:
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if isinstance(getattr(self, f.name), bool | int | str | None)}
 
+    aliveness_test_declares_queue: bool = False
+    """Whether the management API's `GET /api/aliveness-test/<vhost>` declares a transient
+    `aliveness-test` queue and sends a message through it (3.10, 4.0.5); from 4.0.6 and
+    4.1 `rabbit_mgmt_wm_aliveness_test` is a no-op that only opens a channel on the
+    vhost."""
+
     def permits(self, feature: str) -> bool:
         """Whether a deprecated feature is permitted when the node's config is silent."""
         return self.deprecated_features.get(feature, "permitted_by_default") \
@@ -203,7 +209,8 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         deprecated_features=MappingProxyType({}), quorum_queue_arguments=_QQ_ARGUMENTS,
         classic_confirm_after_fsync=True, classic_home_down_retries=0,
         declare_records_queue_type=False, unknown_exchange_type_error="COMMAND_INVALID",
-        dead_letter_key_drops_cc=True, classic_reconsume_on_queue_down=True),
+        dead_letter_key_drops_cc=True, classic_reconsume_on_queue_down=True,
+        aliveness_test_declares_queue=True),
     "4.0": Release(
         series="4.0",
         server=ServerIdentity("RabbitMQ", "4.0.5", _OTP_27,
@@ -215,7 +222,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
         default_max_message_size=16_777_216, frame_min_size=4096,
         content_header_size_check=False,
         deprecated_features=_phases("permitted_by_default"),
-        quorum_queue_arguments=_QQ_ARGUMENTS),
+        quorum_queue_arguments=_QQ_ARGUMENTS, aliveness_test_declares_queue=True),
     "4.2": Release(
         series="4.2",
         server=ServerIdentity("RabbitMQ", "4.2.9", _OTP_27,
