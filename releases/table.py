@@ -251,7 +251,7 @@ RELEASES: Mapping[str, Release] = MappingProxyType({
 })
 
 #: The newest release whose machine version warren builds (rabbit_fifo 7).
-DEFAULT_SERIES = "4.2"
+DEFAULT_SERIES = "4.3"
 
 
 class UnknownRelease(ValueError):

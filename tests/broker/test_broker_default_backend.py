@@ -67,10 +67,12 @@ def test_a_classic_queue_with_a_message_ttl_dead_letters_on_a_default_node(
     try:
         ch = conn.channel()
         work, dead = (f"{n}-{uuid.uuid4().hex[:6]}" for n in ("work", "dead"))
-        ch.queue_declare(dead, arguments={"x-queue-type": "classic"})
-        ch.queue_declare(work, arguments={"x-queue-type": "classic", "x-message-ttl": 50,
-                                          "x-dead-letter-exchange": "",
-                                          "x-dead-letter-routing-key": dead})
+        # durable: the default release denies transient non-exclusive queues
+        ch.queue_declare(dead, durable=True, arguments={"x-queue-type": "classic"})
+        ch.queue_declare(work, durable=True,
+                         arguments={"x-queue-type": "classic", "x-message-ttl": 50,
+                                    "x-dead-letter-exchange": "",
+                                    "x-dead-letter-routing-key": dead})
         ch.confirm_delivery()
         ch.basic_publish("", work, b"late")
         _method, props, body = eventually(lambda: got_from(ch, dead))

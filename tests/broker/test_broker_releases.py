@@ -44,9 +44,9 @@ def test_each_series_names_the_machine_version_its_release_runs(series: str,
 
 
 def test_the_default_is_the_newest_series_whose_machine_is_built() -> None:
-    assert DEFAULT_SERIES == "4.2"
+    assert DEFAULT_SERIES == "4.3"
     assert modelled_series(SUPPORTED_VERSIONS) == ["3.10", "4.0", "4.2", "4.3"]
-    assert lookup(DEFAULT_SERIES, SUPPORTED_VERSIONS).machine_version == 7
+    assert lookup(DEFAULT_SERIES, SUPPORTED_VERSIONS).machine_version == 8
 
 
 def test_a_default_delivery_limit_arrives_with_4_0() -> None:
@@ -129,7 +129,7 @@ def load_json(tmp_path: Path, **keys: object) -> NodeConfig:
 
 
 def test_rabbitmq_version_round_trips_through_file_and_flag(tmp_path: Path) -> None:
-    assert load_json(tmp_path).rabbitmq_version == "4.2"
+    assert load_json(tmp_path).rabbitmq_version == "4.3"
     assert load_json(tmp_path, rabbitmq_version="4.0").rabbitmq_version == "4.0"
     assert load_json(tmp_path, rabbitmq_version="3.10").rabbitmq_version == "3.10"
     assert load(None, {"name": NAME, "rabbitmq_version": "4.0"}).rabbitmq_version == "4.0"
