@@ -81,14 +81,7 @@ def encode(entries: list[Entry], checksums: bool = True) -> bytes:
     for n, entry in enumerate(entries):
         if entry[0] != first + n:
             raise ValueError(f"segment entries not contiguous at {entry[0]}")
-    blobs = [pickle.dumps(e[2], protocol=5) for e in entries]
-    offset = _HEAD.size + _IDX.size * len(entries)
-    index = bytearray()
-    for entry, blob in zip(entries, blobs, strict=True):
-        crc = zlib.crc32(blob) if checksums else 0
-        index += _IDX.pack(entry[1], offset, len(blob), crc)
-        offset += len(blob)
-    return b"".join([_HEAD.pack(MAGIC, VERSION, len(entries), first), bytes(index), *blobs])
+    return _pack(entries, VERSION, _IDX, lambda e: (e[1],), checksums)
 
 
 def encode_sparse(entries: list[Entry], checksums: bool = True) -> bytes:
@@ -96,14 +89,22 @@ def encode_sparse(entries: list[Entry], checksums: bool = True) -> bytes:
     for prev, entry in itertools.pairwise(entries):
         if entry[0] <= prev[0]:
             raise ValueError(f"sparse segment entries not ascending at {entry[0]}")
+    return _pack(entries, SPARSE_VERSION, _SPARSE_IDX, lambda e: (e[0], e[1]), checksums)
+
+
+def _pack(entries: list[Entry], version: int, idx: struct.Struct,
+          keys: Callable[[Entry], tuple[int, ...]], checksums: bool) -> bytes:
+    """Head, index and pickled commands of a segment: each index record is the
+    entry's `keys` (its term; a sparse segment also its index), then the command's
+    offset, length and crc."""
     blobs = [pickle.dumps(e[2], protocol=5) for e in entries]
-    offset = _HEAD.size + _SPARSE_IDX.size * len(entries)
+    offset = _HEAD.size + idx.size * len(entries)
     index = bytearray()
     for entry, blob in zip(entries, blobs, strict=True):
         crc = zlib.crc32(blob) if checksums else 0
-        index += _SPARSE_IDX.pack(entry[0], entry[1], offset, len(blob), crc)
+        index += idx.pack(*keys(entry), offset, len(blob), crc)
         offset += len(blob)
-    head = _HEAD.pack(MAGIC, SPARSE_VERSION, len(entries), entries[0][0])
+    head = _HEAD.pack(MAGIC, version, len(entries), entries[0][0])
     return b"".join([head, bytes(index), *blobs])
 
 

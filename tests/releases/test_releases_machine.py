@@ -44,6 +44,17 @@ def _held(d: Driver, key: Any) -> tuple[int, Any]:
     return msg_id, msg_header(msg)
 
 
+def _redelivered(release: Release) -> tuple[Any, bool]:
+    """A message requeued once by its consumer, as the release's client hands it to
+    the channel on its next delivery (the message, its `redelivered` flag)."""
+    d, key = _consumed(release, limit=10)
+    msg_id, _header = _held(d, key)
+    d.apply(make_return(key, [msg_id]))
+    _msg_id, header = _held(d, key)
+    return add_delivery_count_header(BasicMessage(b"m"), header,
+                                     release.delivery_count_header)
+
+
 @pytest.mark.parametrize("series", SERIES)
 def test_requeues_count_toward_the_limit_as_the_record_says(series: str) -> None:
     release = RELEASES[series]
@@ -84,12 +95,7 @@ def test_x_delivery_count_carries_the_counter_the_limit_is_tested_against(
 @pytest.mark.parametrize("series", [s for s in SERIES if RELEASES[s].machine_version > 2])
 def test_the_release_client_projects_its_counter_onto_a_redelivery(series: str) -> None:
     release = RELEASES[series]
-    d, key = _consumed(release, limit=10)
-    msg_id, _header = _held(d, key)
-    d.apply(make_return(key, [msg_id]))
-    _msg_id, header = _held(d, key)
-    msg, redelivered = add_delivery_count_header(BasicMessage(b"m"), header,
-                                                 release.delivery_count_header)
+    msg, redelivered = _redelivered(release)
     assert redelivered
     if release.delivery_count_header == "acquired_count":
         assert get_annotation("x-delivery-count", msg) == 1
@@ -102,12 +108,7 @@ def test_a_3_10_redelivery_carries_x_delivery_count_alone() -> None:
     """3.10's machine keeps one counter: a redelivery shows it as `x-delivery-count`
     and no `x-acquired-count`, as a 3.10.8 broker sends it."""
     release = RELEASES["3.10"]
-    d, key = _consumed(release, limit=10)
-    msg_id, _header = _held(d, key)
-    d.apply(make_return(key, [msg_id]))
-    _msg_id, header = _held(d, key)
-    msg, redelivered = add_delivery_count_header(BasicMessage(b"m"), header,
-                                                 release.delivery_count_header)
+    msg, redelivered = _redelivered(release)
     assert redelivered
     assert get_annotation("x-delivery-count", msg) == 1
     assert get_annotation("x-acquired-count", msg) is None
