@@ -46,13 +46,13 @@ import actors
 from actors import gen_server, trace
 from actors.gen_server import GenServer
 from actors.pid import CallExit, Pid, Ref
+from actors.ranked_mailbox import RankedMailbox
 from classic import commands as c
 from classic import effects as e
 from classic import history
 from classic.config import QueueConfig
 from classic.msg_store import MSG_STORE_CREDIT, STORE_CREDIT, STORE_WRITTEN, QueueStore
 from classic.queue import ClassicQueue
-from classic.ranked_mailbox import RankedMailbox
 
 __all__ = ["BUMP_CREDIT", "CLASSIC_EVENT", "CREDIT", "EOL", "FLOW", "LIMITED", "QueueEnv",
            "QueueProcess", "QueueState", "consumer_rows", "info"]
@@ -92,7 +92,7 @@ BUMP_CREDIT = "bump_credit"
 """The event granting a channel more credit: ``(BUMP_CREDIT, quantity)``."""
 
 RANKS = 2
-"""Ranked lanes of the queue process's mailbox (`classic.ranked_mailbox`): acks
+"""Ranked lanes of the queue process's mailbox (`actors.ranked_mailbox`): acks
 (``prioritise_cast`` 4), then ``notify_sent`` (2 while its consumers lag, which is
 when a backlog of publishes can hold them back), ahead of everything else (0)."""
 

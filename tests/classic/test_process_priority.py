@@ -4,7 +4,7 @@ A publisher with credit can keep hundreds of publishes waiting in a classic queu
 mailbox. RabbitMQ's queue process ranks an ack (and, while its consumers lag, a
 ``notify_sent``) above a publish (``prioritise_cast``), so a consumer is not held
 back behind them. A warren queue process ranks each message as it arrives
-(`classic.ranked_mailbox`): acks first, then ``notify_sent``, then the rest, each
+(`actors.ranked_mailbox`): acks first, then ``notify_sent``, then the rest, each
 rank in arrival order.
 """
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import gevent
 
+from actors.ranked_mailbox import RankedMailbox
 from actors.runtime_gevent import EMPTY, Mailbox
 from classic import commands as c
 from classic.process import FLOW, RANKS, _rank
-from classic.ranked_mailbox import RankedMailbox
 
 CH = "ch"
 

@@ -1,18 +1,17 @@
-"""A classic queue process's mailbox, ranked as ``gen_server2`` ranks its messages.
+"""A process mailbox ranked as ``gen_server2`` ranks its messages.
 
-``rabbit_amqqueue_process`` is a ``gen_server2``: before it handles a message it
-drains its mailbox into a priority queue, each message ranked once by
-``prioritise_cast`` (an ack 4, a ``notify_sent`` 2 while its consumers lag, a
-publish 0), and handles the highest-ranked first, in arrival order within a rank. A
-publisher with credit keeps hundreds of publishes waiting in a queue's mailbox; the
-ranking lets a consumer's acks and ``notify_sent``s overtake them, so the consumer
-is not held back behind them and the publisher gets its credit back only as fast as
-the queue has time for its publishes.
+A ``gen_server2`` process (``rabbit_amqqueue_process`` is one) drains its mailbox
+into a priority queue before it handles a message, each message ranked once by its
+``prioritise_cast``/``prioritise_info`` callbacks, and handles the highest-ranked
+first, in arrival order within a rank. For a classic queue that lets a consumer's
+acks (rank 4) and ``notify_sent``s (2) overtake the hundreds of publishes (0) a
+publisher with credit keeps waiting, so the consumer is not held back behind them.
 
 `RankedMailbox` ranks a message as it arrives (what the drain does, without a
 second copy of the mailbox): a ranked message goes to the lane of its rank, the
 rest to the mailbox's own queue. Selective receives (a call's reply, a flushed
-``DOWN``) look at every lane and the queue.
+``DOWN``) look at every lane and the queue. Any actor type can install one over its
+mailbox with `RankedMailbox.replacing` and a rank function of its own.
 """
 
 from __future__ import annotations
